@@ -1,0 +1,310 @@
+/**
+ * Typed errors. Every failure a caller can see is a `TickpoolError` with a stable `code`; messages say what was
+ * expected and what was received. Errors cross thread boundaries as plain objects (`toWire`/`fromWire`), because
+ * structured clone drops the prototype and with it `instanceof`.
+ */
+
+export class TickpoolError extends Error {
+  /** Stable, documented identifier of the failure kind. */
+  readonly code: string = 'ERR_TICKPOOL';
+  /** Extra structured facts (ids, limits) for logs and callers. */
+  readonly details: Readonly<Record<string, unknown>> | undefined;
+
+  constructor(message: string, options?: { cause?: unknown; details?: Record<string, unknown> }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.details = options?.details;
+  }
+}
+
+/** Short, safe description of any value for "expected …, got …" messages. */
+export function describeValue(value: unknown): string {
+  if (value === null) return '`null`';
+  if (value === undefined) return '`undefined`';
+  const kind = Array.isArray(value) ? 'array' : typeof value;
+  let text: string;
+  try {
+    if (typeof value === 'string') text = JSON.stringify(value.length > 60 ? `${value.slice(0, 57)}...` : value);
+    else if (typeof value === 'function') text = `[function ${value.name || 'anonymous'}]`;
+    else if (typeof value === 'symbol' || typeof value === 'bigint' || typeof value === 'number') text = String(value);
+    else if (typeof value === 'object') {
+      const json = JSON.stringify(value);
+      text = json === undefined ? Object.prototype.toString.call(value) : json.length > 60 ? `${json.slice(0, 57)}...` : json;
+    } else text = String(value);
+  } catch {
+    text = Object.prototype.toString.call(value);
+  }
+  return `\`${text}\` (${kind})`;
+}
+
+/** Bad input at a public entry point: a value of the wrong type or range. */
+export class InvalidArgumentError extends TickpoolError {
+  override readonly code: string = 'ERR_INVALID_ARGUMENT';
+  constructor(name: string, expected: string, received: unknown) {
+    super(`Expected \`${name}\` to be ${expected}, got ${describeValue(received)}`, { details: { name, expected } });
+  }
+}
+
+/** An option of `createEngine`, `EvalBroker`, `Backoff`, … is invalid. */
+export class InvalidOptionError extends InvalidArgumentError {
+  override readonly code: string = 'ERR_INVALID_OPTION';
+}
+
+/** An evaluation handed to `enqueue` is malformed. */
+export class InvalidEvaluationError extends InvalidArgumentError {
+  override readonly code: string = 'ERR_INVALID_EVALUATION';
+}
+
+/** A task handed to `claimTask`/`putTask` is malformed (including its `cron`/`every` schedule). */
+export class InvalidTaskError extends InvalidArgumentError {
+  override readonly code: string = 'ERR_INVALID_TASK';
+}
+
+/** A plan submitted to the plan applier is malformed. */
+export class InvalidPlanError extends InvalidArgumentError {
+  override readonly code: string = 'ERR_INVALID_PLAN';
+}
+
+/** The broker is disabled: enqueue throws, dequeue rejects, waiters are woken with this. */
+export class BrokerDisabledError extends TickpoolError {
+  override readonly code: string = 'ERR_BROKER_DISABLED';
+  constructor(operation: string) {
+    super(`Expected the eval broker to be enabled for ${operation}, but it is disabled`);
+  }
+}
+
+/** ack/nack/heartbeat for an evaluation that is not outstanding (never dequeued, already acked, or flushed). */
+export class EvalNotOutstandingError extends TickpoolError {
+  override readonly code: string = 'ERR_EVAL_NOT_OUTSTANDING';
+  constructor(evalId: string) {
+    super(`Expected evaluation ${JSON.stringify(evalId)} to be outstanding (dequeued and not yet acked), but it is not`, {
+      details: { evalId },
+    });
+  }
+}
+
+/** ack/nack/heartbeat with a token that is not the one of the current delivery. */
+export class TokenMismatchError extends TickpoolError {
+  override readonly code: string = 'ERR_TOKEN_MISMATCH';
+  constructor(evalId: string, received: unknown) {
+    super(
+      `Expected the token of the current delivery of evaluation ${JSON.stringify(evalId)}, got ${describeValue(received)}`,
+      { details: { evalId } },
+    );
+  }
+}
+
+/** An ack arrived after the nack deadline fired: the nack won and the evaluation was redelivered or failed. */
+export class NackTimeoutReachedError extends TickpoolError {
+  override readonly code: string = 'ERR_NACK_TIMEOUT_REACHED';
+  constructor(evalId: string) {
+    super(`Expected an ack of evaluation ${JSON.stringify(evalId)} before its nack deadline, but the deadline had passed`, {
+      details: { evalId },
+    });
+  }
+}
+
+/** A dequeue or wait was aborted by its caller's `AbortSignal`. */
+export class AbortedError extends TickpoolError {
+  override readonly code: string = 'ERR_ABORTED';
+  constructor(operation: string) {
+    super(`Expected ${operation} to complete, but it was aborted by its signal`);
+  }
+}
+
+/** An evaluation exceeded the delivery limit and was moved to the `_failed` queue. */
+export class DeliveryLimitError extends TickpoolError {
+  override readonly code: string = 'ERR_DELIVERY_LIMIT';
+  constructor(evalId: string, deliveries: number, limit: number) {
+    super(
+      `Expected evaluation ${JSON.stringify(evalId)} to succeed within ${limit} deliveries, but it was delivered ${deliveries} times`,
+      { details: { evalId, deliveries, limit } },
+    );
+  }
+}
+
+/** An evaluation's `type` has no registered scheduler; it is never executed. */
+export class UnknownSchedulerError extends TickpoolError {
+  override readonly code: string = 'ERR_UNKNOWN_SCHEDULER';
+  constructor(type: string, known: readonly string[]) {
+    super(`Expected an evaluation type with a registered scheduler (${known.join(', ') || 'none registered'}), got ${JSON.stringify(type)}`, {
+      details: { type },
+    });
+  }
+}
+
+/** A task's `handler` names no registered handler module. */
+export class UnknownHandlerError extends TickpoolError {
+  override readonly code: string = 'ERR_UNKNOWN_HANDLER';
+  constructor(handler: string, known: readonly string[]) {
+    super(`Expected a registered task handler (${known.join(', ') || 'none registered'}), got ${JSON.stringify(handler)}`, {
+      details: { handler },
+    });
+  }
+}
+
+/** `waitForIndex` gave up: the replica did not reach the index within the sync limit. */
+export class SyncLimitError extends TickpoolError {
+  override readonly code: string = 'ERR_SYNC_LIMIT';
+  constructor(index: number, applied: number, limitMs: number) {
+    super(`Expected the replica to reach index ${index} within ${limitMs} ms, but it stayed at ${applied}`, {
+      details: { index, applied, limitMs },
+    });
+  }
+}
+
+/** A plan's writes kept conflicting: the scheduler was re-run `maxPlanAttempts` times without a full commit. */
+export class PlanAttemptsExhaustedError extends TickpoolError {
+  override readonly code: string = 'ERR_PLAN_ATTEMPTS_EXHAUSTED';
+  constructor(evalId: string, attempts: number, reason: string) {
+    super(`Expected the plan of evaluation ${JSON.stringify(evalId)} to commit within ${attempts} attempts, but: ${reason}`, {
+      details: { evalId, attempts },
+    });
+  }
+}
+
+/** A plan or a store write names a table that the state store does not have. */
+export class UnknownTableError extends TickpoolError {
+  override readonly code: string = 'ERR_UNKNOWN_TABLE';
+  constructor(table: unknown, known: readonly string[]) {
+    super(`Expected a table of the state store (${known.join(', ') || 'none defined'}), got ${describeValue(table)}`, {
+      details: { known },
+    });
+  }
+}
+
+/** User code (a scheduler or a task handler) threw or rejected; `cause` holds what it threw. */
+export class UserCodeError extends TickpoolError {
+  override readonly code: string = 'ERR_USER_CODE';
+}
+
+/** A pool thread exited or was terminated while it held work. */
+export class ThreadExitedError extends TickpoolError {
+  override readonly code: string = 'ERR_THREAD_EXITED';
+}
+
+/** A thread exceeded a `resourceLimits` bound and was stopped. */
+export class ResourceLimitError extends TickpoolError {
+  override readonly code: string = 'ERR_RESOURCE_LIMIT';
+}
+
+/** An evaluation payload is larger than `maxPayloadBytes`. */
+export class PayloadTooLargeError extends TickpoolError {
+  override readonly code: string = 'ERR_PAYLOAD_TOO_LARGE';
+  constructor(bytes: number, limit: number) {
+    super(`Expected a payload of at most ${limit} bytes, got ${bytes} bytes`, { details: { bytes, limit } });
+  }
+}
+
+/** Work canceled on request (cooperatively or by terminating its thread). */
+export class CanceledError extends TickpoolError {
+  override readonly code: string = 'ERR_CANCELED';
+}
+
+/** A task run was canceled; `RunPromise.wait()` rejects with this after `cancel()`. */
+export class RunCanceledError extends CanceledError {
+  override readonly code: string = 'ERR_RUN_CANCELED';
+  constructor(taskId: string, runId: string) {
+    super(`Run ${JSON.stringify(runId)} of task ${JSON.stringify(taskId)} was canceled`, { details: { taskId, runId } });
+  }
+}
+
+/** The engine (or a component) is not in a state that allows the call. */
+export class InvalidStateError extends TickpoolError {
+  override readonly code: string = 'ERR_INVALID_STATE';
+}
+
+/** `claimTask` of a task id that is already claimed. */
+export class TaskAlreadyClaimedError extends TickpoolError {
+  override readonly code: string = 'ERR_TASK_ALREADY_CLAIMED';
+  constructor(taskId: string) {
+    super(`Expected task ${JSON.stringify(taskId)} to be unclaimed, but it is already claimed`, { details: { taskId } });
+  }
+}
+
+/** `releaseTask` (or a manual run) of a task id that is not claimed. */
+export class TaskNotClaimedError extends TickpoolError {
+  override readonly code: string = 'ERR_TASK_NOT_CLAIMED';
+  constructor(taskId: string) {
+    super(`Expected task ${JSON.stringify(taskId)} to be claimed, but it is not`, { details: { taskId } });
+  }
+}
+
+/** A task id that the desired state does not know. */
+export class TaskNotFoundError extends TickpoolError {
+  override readonly code: string = 'ERR_TASK_NOT_FOUND';
+  constructor(taskId: string) {
+    super(`Expected a known task id, got ${JSON.stringify(taskId)}`, { details: { taskId } });
+  }
+}
+
+/** A run id that the run log does not know. */
+export class RunNotFoundError extends TickpoolError {
+  override readonly code: string = 'ERR_RUN_NOT_FOUND';
+  constructor(taskId: string, runId: string) {
+    super(`Expected a known run of task ${JSON.stringify(taskId)}, got run id ${JSON.stringify(runId)}`, {
+      details: { taskId, runId },
+    });
+  }
+}
+
+/** `createNextRun` found no run due yet; `dueAt` is when the next one is. */
+export class RunNotYetDueError extends TickpoolError {
+  override readonly code: string = 'ERR_RUN_NOT_YET_DUE';
+  readonly dueAt: number;
+  constructor(dueAt: number) {
+    super(`Expected a run to be due, but the next one is due at ${Number.isFinite(dueAt) ? new Date(dueAt).toISOString() : String(dueAt)}`, {
+      details: { dueAt },
+    });
+    this.dueAt = dueAt;
+  }
+}
+
+/** A run for the same task and `scheduledFor` already exists. */
+export class DuplicateRunError extends TickpoolError {
+  override readonly code: string = 'ERR_DUPLICATE_RUN';
+  constructor(taskId: string, scheduledFor: number) {
+    super(`Expected one run per scheduled time, but task ${JSON.stringify(taskId)} already has a run for ${scheduledFor}`, {
+      details: { taskId, scheduledFor },
+    });
+  }
+}
+
+/** Plain, structured-cloneable form of an error, for messages between threads. */
+export interface WireError {
+  readonly name: string;
+  readonly code: string | undefined;
+  readonly message: string;
+  readonly stack: string | undefined;
+  readonly details: Record<string, unknown> | undefined;
+}
+
+export function toWire(error: unknown): WireError {
+  if (error instanceof Error) {
+    const code = (error as { code?: unknown }).code;
+    const details = (error as { details?: unknown }).details;
+    return {
+      name: error.name,
+      code: typeof code === 'string' ? code : undefined,
+      message: error.message,
+      stack: error.stack,
+      details: details !== null && typeof details === 'object' ? (details as Record<string, unknown>) : undefined,
+    };
+  }
+  return { name: 'Error', code: undefined, message: describeValue(error), stack: undefined, details: undefined };
+}
+
+/** An error rebuilt from its wire form: keeps name, code, message and the remote stack. */
+export class RemoteError extends TickpoolError {
+  override readonly code: string;
+  constructor(wire: WireError) {
+    super(wire.message, wire.details === undefined ? undefined : { details: wire.details });
+    this.name = wire.name;
+    this.code = wire.code ?? 'ERR_USER_CODE';
+    if (wire.stack !== undefined) this.stack = wire.stack;
+  }
+}
+
+export function fromWire(wire: WireError): TickpoolError {
+  return new RemoteError(wire);
+}

@@ -1,0 +1,35 @@
+import { Counter, Gauge, Histogram, Registry, type CounterConfiguration, type GaugeConfiguration, type HistogramConfiguration } from 'prom-client';
+
+export { Registry } from 'prom-client';
+
+/**
+ * prom-client throws when a name is registered twice. Components that share a registry (two brokers in one
+ * process, or an engine re-created in tests) reuse the metric registered first instead.
+ */
+function existing<T>(registry: Registry, name: string, ctor: abstract new (...args: never[]) => T): T | undefined {
+  const found = registry.getSingleMetric(name);
+  if (found === undefined) return undefined;
+  if (!(found instanceof ctor)) throw new TypeError(`Metric ${name} is already registered with another type`);
+  return found;
+}
+
+export function counter<L extends string>(registry: Registry, config: CounterConfiguration<L>): Counter<L> {
+  return existing(registry, config.name, Counter<L>) ?? new Counter<L>({ ...config, registers: [registry] });
+}
+
+export function gauge<L extends string>(registry: Registry, config: GaugeConfiguration<L>): Gauge<L> {
+  return existing(registry, config.name, Gauge<L>) ?? new Gauge<L>({ ...config, registers: [registry] });
+}
+
+export function histogram<L extends string>(registry: Registry, config: HistogramConfiguration<L>): Histogram<L> {
+  return existing(registry, config.name, Histogram<L>) ?? new Histogram<L>({ ...config, registers: [registry] });
+}
+
+/** Buckets in seconds for latencies from 10 µs to 10 s. */
+export const latencyBucketsSeconds: readonly number[] = [
+  0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+];
+
+export function isRegistry(value: unknown): value is Registry {
+  return value instanceof Registry;
+}
