@@ -1,0 +1,87 @@
+import { InvalidTaskError } from '../../errors.js';
+import { checkLimit, checkTime } from './args.js';
+import type { Schedule } from './types.js';
+
+/** Milliseconds per duration unit, largest first: the order `parseEvery` requires in combined durations. */
+const UNITS: ReadonlyArray<readonly [unit: string, ms: number]> = [
+  ['d', 86_400_000],
+  ['h', 3_600_000],
+  ['m', 60_000],
+  ['s', 1_000],
+  ['ms', 1],
+];
+
+// `ms` must be tried before `m`, so the alternation lists it first.
+const PART = /(\d+)(ms|d|h|m|s)/y;
+
+const EXPECTED =
+  "a positive integer of milliseconds or a duration like '10s', '5m', '1h30m', '250ms' or '1d' (units d, h, m, s, ms, each at most once, largest first)";
+
+/**
+ * `'10s' | '5m' | '1h' | '250ms' | '1d'`, combinations like `'1h30m'`, or a positive integer of milliseconds → ms.
+ *
+ * Units must appear at most once and largest first: `'30m1h'` is far more likely a typo than a wish, and one
+ * spelling per duration keeps sharing keys and logs readable.
+ */
+export function parseEvery(value: unknown): number {
+  if (typeof value === 'number') {
+    if (Number.isSafeInteger(value) && value > 0) return value;
+    throw new InvalidTaskError('every', EXPECTED, value);
+  }
+  if (typeof value !== 'string' || value.length === 0 || value.length > 64) {
+    throw new InvalidTaskError('every', EXPECTED, value);
+  }
+  let total = 0;
+  let lastRank = -1;
+  PART.lastIndex = 0;
+  while (PART.lastIndex < value.length) {
+    const start = PART.lastIndex;
+    const match = PART.exec(value);
+    if (match === null || match.index !== start) throw new InvalidTaskError('every', EXPECTED, value);
+    const rank = UNITS.findIndex(([unit]) => unit === match[2]);
+    if (rank <= lastRank) throw new InvalidTaskError('every', EXPECTED, value);
+    lastRank = rank;
+    total += Number(match[1]) * UNITS[rank]![1];
+  }
+  if (!Number.isSafeInteger(total) || total <= 0) throw new InvalidTaskError('every', EXPECTED, value);
+  return total;
+}
+
+/**
+ * `every` schedule, aligned to whole multiples of the period since the epoch, as InfluxDB does: an `every: '1h'`
+ * task runs on the hour whenever it was created, and tasks with the same period tick together.
+ * Pure arithmetic: no parser, no cache, O(1).
+ */
+export class EverySchedule implements Schedule {
+  readonly kind = 'every' as const;
+  readonly key: string;
+  readonly #period: number;
+
+  constructor(periodMs: number) {
+    this.#period = periodMs;
+    this.key = `every:${periodMs}`;
+  }
+
+  get periodMs(): number {
+    return this.#period;
+  }
+
+  next(afterMs: number): number {
+    checkTime('afterMs', afterMs);
+    const period = this.#period;
+    // `%` is exact on doubles, unlike `Math.floor(after / period)`, whose quotient can round up to the next
+    // integer near 2^53 and skip a period. For negative times `%` is negative, hence the correction.
+    let base = afterMs - (afterMs % period);
+    if (base > afterMs) base -= period;
+    return base + period;
+  }
+
+  between(fromExclusive: number, toInclusive: number, limit: number): number[] {
+    checkTime('fromExclusive', fromExclusive);
+    checkTime('toInclusive', toInclusive);
+    checkLimit(limit);
+    const out: number[] = [];
+    for (let t = this.next(fromExclusive); t <= toInclusive && out.length < limit; t += this.#period) out.push(t);
+    return out;
+  }
+}
