@@ -1,0 +1,102 @@
+import { systemClock, type Clock } from '../clock.js';
+import { InvalidOptionError } from '../errors.js';
+import { createDefaultLogger, isLogger, type Logger } from '../observability/logger.js';
+import { isRegistry, Registry } from '../observability/metrics.js';
+
+export interface EvalBrokerOptions {
+  /** How long a delivery may stay unacked before the broker nacks it, ms. Default 60000. */
+  readonly nackTimeoutMs?: number;
+  /** Deliveries after which a nacked evaluation goes to `_failed` instead of back to its queue. Default 3. */
+  readonly deliveryLimit?: number;
+  /** Re-enqueue delay after the first delivery was nacked, ms. Default 1000. */
+  readonly initialNackDelayMs?: number;
+  /** Re-enqueue delay after the d-th delivery (d ≥ 2) was nacked is `(d − 1) ×` this, ms. Default 20000. */
+  readonly subsequentNackDelayMs?: number;
+  /** Time source for every deadline and delay. Default the system clock. */
+  readonly clock?: Clock;
+  /** pino logger; per-evaluation events are logged at `debug`. Default a pino logger at `warn`. */
+  readonly logger?: Logger;
+  /** prom-client registry for the broker's metrics. Default a fresh registry (see `EvalBroker.registry`). */
+  readonly registry?: Registry;
+  /** Uniform random in [0, 1) for tie-breaks between scheduler types. Default `Math.random`. */
+  readonly random?: () => number;
+  /**
+   * Asked when a nack deadline is about to fire. Returning true resets the deadline to now + `nackTimeoutMs`
+   * (like `outstandingReset`) instead of nacking: the engine answers from heartbeats its threads write into
+   * shared memory. It must not call back into the broker; a throw counts as false.
+   */
+  readonly extendNackDeadline?: (evaluationId: string, token: string) => boolean;
+}
+
+export interface ResolvedEvalBrokerOptions {
+  readonly nackTimeoutMs: number;
+  readonly deliveryLimit: number;
+  readonly initialNackDelayMs: number;
+  readonly subsequentNackDelayMs: number;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly registry: Registry;
+  readonly random: () => number;
+  readonly extendNackDeadline: ((evaluationId: string, token: string) => boolean) | undefined;
+}
+
+/** The numeric defaults, in one place (the README's options table quotes these). */
+export const evalBrokerDefaults = Object.freeze({
+  nackTimeoutMs: 60_000,
+  deliveryLimit: 3,
+  initialNackDelayMs: 1_000,
+  subsequentNackDelayMs: 20_000,
+});
+
+/** Validates `options` (typed errors naming the option, expected vs received) and fills in defaults. */
+export function resolveEvalBrokerOptions(options: unknown): ResolvedEvalBrokerOptions {
+  if (options === undefined) options = {};
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new InvalidOptionError('options', 'an object of eval broker options', options);
+  }
+  const o = options as Record<string, unknown>;
+  const number = (key: keyof typeof evalBrokerDefaults, check: (n: number) => boolean, expected: string): number => {
+    const value = o[key] ?? evalBrokerDefaults[key];
+    if (typeof value !== 'number' || !Number.isFinite(value) || !check(value)) {
+      throw new InvalidOptionError(`broker.${key}`, expected, value);
+    }
+    return value;
+  };
+  // A zero nack timeout would make an extended deadline due again at once, forever.
+  const nackTimeoutMs = number('nackTimeoutMs', (n) => n > 0, 'a finite number of ms > 0');
+  const deliveryLimit = number('deliveryLimit', (n) => Number.isInteger(n) && n >= 1, 'an integer >= 1');
+  const initialNackDelayMs = number('initialNackDelayMs', (n) => n >= 0, 'a finite number of ms >= 0');
+  const subsequentNackDelayMs = number('subsequentNackDelayMs', (n) => n >= 0, 'a finite number of ms >= 0');
+
+  const clock = o['clock'] ?? systemClock;
+  if (
+    clock === null ||
+    typeof clock !== 'object' ||
+    typeof (clock as Clock).now !== 'function' ||
+    typeof (clock as Clock).setTimer !== 'function' ||
+    typeof (clock as Clock).clearTimer !== 'function'
+  ) {
+    throw new InvalidOptionError('broker.clock', 'a Clock (now, setTimer, clearTimer)', clock);
+  }
+  const logger = o['logger'] ?? createDefaultLogger('tickpool:broker');
+  if (!isLogger(logger)) throw new InvalidOptionError('broker.logger', 'a pino logger', logger);
+  const registry = o['registry'] ?? new Registry();
+  if (!isRegistry(registry)) throw new InvalidOptionError('broker.registry', 'a prom-client Registry', registry);
+  const random = o['random'] ?? Math.random;
+  if (typeof random !== 'function') throw new InvalidOptionError('broker.random', 'a function returning [0, 1)', random);
+  const extend = o['extendNackDeadline'];
+  if (extend !== undefined && typeof extend !== 'function') {
+    throw new InvalidOptionError('broker.extendNackDeadline', 'a function (evaluationId, token) => boolean or undefined', extend);
+  }
+  return {
+    nackTimeoutMs,
+    deliveryLimit,
+    initialNackDelayMs,
+    subsequentNackDelayMs,
+    clock: clock as Clock,
+    logger,
+    registry,
+    random: random as () => number,
+    extendNackDeadline: extend as ResolvedEvalBrokerOptions['extendNackDeadline'],
+  };
+}

@@ -1,0 +1,753 @@
+import { randomUUID } from 'node:crypto';
+import type { Clock, TimerHandle } from '../clock.js';
+import {
+  AbortedError,
+  BrokerDisabledError,
+  DeliveryLimitError,
+  EvalNotOutstandingError,
+  InvalidArgumentError,
+  NackTimeoutReachedError,
+  TokenMismatchError,
+} from '../errors.js';
+import { TypedEmitter } from '../events.js';
+import type { Logger } from '../observability/logger.js';
+import type { Registry } from '../observability/metrics.js';
+import { Entry, EntryState, JobSlot, pendingBefore, ReadyQueue } from './broker-entry.js';
+import type { BrokerEvents } from './broker-events.js';
+import { brokerMetricsHub, type BrokerGaugeSnapshot, type BrokerMetricsHub } from './broker-metrics.js';
+import { resolveEvalBrokerOptions, type EvalBrokerOptions, type ResolvedEvalBrokerOptions } from './broker-options.js';
+import { DeadlineQueue } from './deadline-queue.js';
+import { assertEvaluation, FAILED_QUEUE, nackDelayMs, type Evaluation } from './evaluation.js';
+import { PriorityHeap } from './priority-heap.js';
+
+/** What a dequeue hands out: the evaluation and the token that ack/nack must present. */
+export interface Delivery {
+  readonly evaluation: Evaluation;
+  readonly token: string;
+}
+
+export interface SchedulerStats {
+  readonly ready: number;
+  readonly unacked: number;
+}
+
+/**
+ * Counts by state. Every evaluation the broker holds is in exactly one of ready, pending, unacked, waiting,
+ * failed and cancelable. `totalReady` excludes `_failed` (that is `totalFailed`); an evaluation dequeued from
+ * `_failed` counts as unacked. `byScheduler` includes `_failed` once it has been used.
+ */
+export interface BrokerStats extends BrokerGaugeSnapshot {
+  readonly byScheduler: Readonly<Record<string, SchedulerStats>>;
+}
+
+export type EvaluationState = 'ready' | 'pending' | 'unacked' | 'waiting' | 'failed' | 'cancelable';
+
+/** Where one evaluation is, for diagnostics and tests (`EvalBroker.inspect`). */
+export interface EvaluationInfo {
+  readonly state: EvaluationState;
+  /** The queue it is ready or unacked in (its type or `_failed`). */
+  readonly queue: string | undefined;
+  /** Deliveries from its scheduler queue so far. */
+  readonly deliveries: number;
+  /** Whether it holds its job's one ready-or-unacked slot. */
+  readonly holdsJobSlot: boolean;
+}
+
+class Waiter {
+  readonly types: readonly string[];
+  readonly resolve: (delivery: Delivery | undefined) => void;
+  readonly reject: (error: Error) => void;
+  timer: TimerHandle | undefined = undefined;
+  signal: AbortSignal | undefined = undefined;
+  onAbort: (() => void) | undefined = undefined;
+
+  constructor(types: readonly string[], resolve: (delivery: Delivery | undefined) => void, reject: (error: Error) => void) {
+    this.types = types;
+    this.resolve = resolve;
+    this.reject = reject;
+  }
+}
+
+function assertId(name: string, value: unknown): asserts value is string {
+  if (typeof value !== 'string' || value.length === 0) throw new InvalidArgumentError(name, 'a non-empty string', value);
+}
+
+function assertTypes(types: unknown): asserts types is readonly string[] {
+  if (!Array.isArray(types) || types.length === 0) {
+    throw new InvalidArgumentError('types', 'a non-empty array of scheduler types', types);
+  }
+  for (let i = 0; i < types.length; i++) {
+    const type: unknown = types[i];
+    if (typeof type !== 'string' || type.length === 0) throw new InvalidArgumentError(`types[${i}]`, 'a non-empty string', type);
+  }
+}
+
+/** Sets `cause` the way the Error constructor does (own, non-enumerable), for errors whose constructor takes none. */
+function withCause<E extends Error>(error: E, cause: unknown): E {
+  if (cause !== undefined) Object.defineProperty(error, 'cause', { value: cause, writable: true, configurable: true, enumerable: false });
+  return error;
+}
+
+/**
+ * Nomad's evaluation broker on the main thread: at-least-once delivery of evaluations to scheduler workers, with
+ * per-type priority queues, per-job serialization, nack deadlines, redelivery with growing delays and a `_failed`
+ * dead-letter queue past the delivery limit.
+ *
+ * Rules (the tests state each one):
+ * - Per job key (`namespace` + `jobId`) at most one evaluation is ready or unacked in a scheduler queue; the others
+ *   wait as pending. On ack the best pending one is promoted and the rest become cancelable.
+ * - Each delivery gets a fresh token and a nack deadline; ack/nack/… must present the current token. A deadline
+ *   that passes nacks the delivery, and a late ack then fails with `NackTimeoutReachedError` (the nack wins).
+ * - A nack re-enqueues after `nackDelayMs(deliveries)`; at `deliveryLimit` deliveries it goes to `_failed`.
+ * - All deadlines and delays share one `DeadlineQueue` with one clock timer.
+ *
+ * Single-threaded: every method runs to completion, so there are no locks. Listeners of `events` and
+ * `extendNackDeadline` run synchronously inside broker calls.
+ */
+export class EvalBroker {
+  readonly #options: ResolvedEvalBrokerOptions;
+  readonly #clock: Clock;
+  readonly #logger: Logger;
+  readonly #random: () => number;
+  readonly #events: TypedEmitter<BrokerEvents>;
+  readonly #metrics: BrokerMetricsHub;
+  readonly #deadlines: DeadlineQueue<Entry>;
+
+  #enabled = true;
+  #paused = false;
+
+  /** Every evaluation the broker holds, by id (dedupes enqueue). */
+  readonly #evals = new Map<string, Entry>();
+  readonly #queues = new Map<string, ReadyQueue>();
+  /** namespace → jobId → slot. Nested maps avoid building a key string per enqueue. */
+  readonly #jobs = new Map<string, Map<string, JobSlot>>();
+  #cancelable: Entry[] = [];
+  readonly #waiters = new Set<Waiter>();
+
+  #totalReady = 0;
+  #totalFailed = 0;
+  #totalUnacked = 0;
+  #totalPending = 0;
+  #totalWaiting = 0;
+
+  #seq = 0;
+  /** Tokens are a per-broker random prefix plus a counter: unique, unguessable across brokers, and cheap. */
+  readonly #tokenPrefix: string;
+  #tokenCounter = 0;
+  /** Set when something became ready since waiters were last served; see #serveWaiters. */
+  #readyAdded = false;
+  /** Reused for random tie-breaks between queues, so a dequeue allocates nothing for them. */
+  readonly #ties: ReadyQueue[] = [];
+
+  constructor(options?: EvalBrokerOptions) {
+    this.#options = resolveEvalBrokerOptions(options);
+    this.#clock = this.#options.clock;
+    this.#logger = this.#options.logger.child({ component: 'eval-broker' });
+    this.#random = this.#options.random;
+    this.#events = new TypedEmitter<BrokerEvents>(() => this.#logger);
+    this.#metrics = brokerMetricsHub(this.#options.registry);
+    this.#metrics.addSource(this);
+    this.#deadlines = new DeadlineQueue<Entry>(this.#clock, (entry) => this.#onDeadline(entry));
+    this.#tokenPrefix = `${randomUUID().slice(0, 13)}-`;
+  }
+
+  /** Typed events: `broker.events.on('broker:ack', ({ evaluation }) => …)`. */
+  get events(): TypedEmitter<BrokerEvents> {
+    return this.#events;
+  }
+
+  /** The registry holding the broker's metrics (the injected one, or the broker's own). */
+  get registry(): Registry {
+    return this.#options.registry;
+  }
+
+  /** The resolved options (defaults filled in). */
+  get options(): ResolvedEvalBrokerOptions {
+    return this.#options;
+  }
+
+  get enabled(): boolean {
+    return this.#enabled;
+  }
+
+  get paused(): boolean {
+    return this.#paused;
+  }
+
+  /**
+   * Adds an evaluation. An id the broker already holds (in any state, including cancelable and failed) is a
+   * no-op. `wait`/`waitUntil` hold it until due (the later of the two), without taking its job's slot meanwhile.
+   */
+  enqueue(evaluation: Evaluation): void {
+    if (!this.#enabled) throw new BrokerDisabledError('enqueue');
+    assertEvaluation(evaluation);
+    if (this.#evals.has(evaluation.id)) return;
+    const now = this.#clock.now();
+    const entry = new Entry(evaluation, this.#seq++);
+    this.#evals.set(entry.id, entry);
+    let due = Number.NEGATIVE_INFINITY;
+    if (evaluation.wait !== undefined && evaluation.wait > 0) due = now + evaluation.wait;
+    if (evaluation.waitUntil !== undefined && evaluation.waitUntil > due) due = evaluation.waitUntil;
+    const delayed = due > now;
+    if (delayed) {
+      entry.state = EntryState.Waiting;
+      this.#totalWaiting++;
+      this.#deadlines.schedule(entry, due);
+    } else {
+      this.#admit(entry, now);
+    }
+    if (this.#logger.isLevelEnabled('debug')) {
+      this.#logger.debug({ evalId: entry.id, jobId: entry.jobId, type: entry.type, state: entry.state, due: delayed ? due : undefined }, 'eval enqueued');
+    }
+    if (this.#events.hasListeners('broker:enqueue')) {
+      this.#events.emit('broker:enqueue', { evaluation, delayedUntil: delayed ? due : undefined });
+    }
+    this.#serveWaiters();
+  }
+
+  /**
+   * Takes the best ready evaluation across `types` now, or returns `undefined` when none is ready or the broker is
+   * paused. Same semantics as a `dequeue` that finds work: a fresh token, and the nack deadline starts.
+   */
+  tryDequeue(types: readonly string[]): Delivery | undefined {
+    assertTypes(types);
+    if (!this.#enabled) throw new BrokerDisabledError('tryDequeue');
+    if (this.#paused) return undefined;
+    const queue = this.#pick(types);
+    return queue === undefined ? undefined : this.#deliver(queue);
+  }
+
+  /**
+   * Resolves with the best ready evaluation across `types` (higher priority first; equal priorities between types
+   * are broken at random), waiting up to `timeoutMs` (0 = forever) for one. Resolves `undefined` on timeout;
+   * rejects with `AbortedError` when `signal` aborts and `BrokerDisabledError` when the broker is or gets disabled.
+   * While the broker is paused it waits (its timeout keeps running) and is served on resume.
+   */
+  dequeue(types: readonly string[], timeoutMs: number, signal?: AbortSignal): Promise<Delivery | undefined> {
+    try {
+      assertTypes(types);
+      if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs < 0) {
+        throw new InvalidArgumentError('timeoutMs', 'a finite number of ms >= 0 (0 waits forever)', timeoutMs);
+      }
+      if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidArgumentError('signal', 'an AbortSignal or undefined', signal);
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
+    if (!this.#enabled) return Promise.reject(new BrokerDisabledError('dequeue'));
+    if (signal?.aborted) return Promise.reject(new AbortedError('dequeue'));
+    if (!this.#paused) {
+      const queue = this.#pick(types);
+      if (queue !== undefined) return Promise.resolve(this.#deliver(queue));
+    }
+    return new Promise<Delivery | undefined>((resolve, reject) => {
+      const waiter = new Waiter([...types], resolve, reject);
+      if (timeoutMs > 0) {
+        waiter.timer = this.#clock.setTimer(() => {
+          waiter.timer = undefined;
+          this.#dropWaiter(waiter);
+          resolve(undefined);
+        }, timeoutMs);
+      }
+      if (signal !== undefined) {
+        waiter.signal = signal;
+        waiter.onAbort = () => {
+          this.#dropWaiter(waiter);
+          reject(new AbortedError('dequeue'));
+        };
+        signal.addEventListener('abort', waiter.onAbort, { once: true });
+      }
+      this.#waiters.add(waiter);
+    });
+  }
+
+  /** Completes a delivery. The job's best pending evaluation is promoted; its other pending ones become cancelable. */
+  ack(id: string, token: string): void {
+    const entry = this.#outstanding(id, token);
+    const now = this.#clock.now();
+    this.#endDelivery(entry, now);
+    this.#evals.delete(entry.id);
+    entry.state = EntryState.Gone;
+    entry.queue = undefined;
+    let canceled: Entry[] | undefined;
+    if (entry.holdsSlot) canceled = this.#releaseSlot(entry, now, true);
+    if (this.#logger.isLevelEnabled('debug')) this.#logger.debug({ evalId: entry.id, jobId: entry.jobId }, 'eval acked');
+    if (this.#events.hasListeners('broker:ack')) this.#events.emit('broker:ack', { evaluation: entry.evaluation, token });
+    if (canceled !== undefined) this.#emitCancelable(canceled);
+    this.#serveWaiters();
+  }
+
+  /**
+   * Fails a delivery: the evaluation is re-enqueued after the nack delay for its delivery count, or moved to
+   * `_failed` once it reached the delivery limit (with a `DeliveryLimitError` whose `cause` is the last reason).
+   */
+  nack(id: string, token: string, reason?: Error): void {
+    const entry = this.#outstanding(id, token);
+    if (reason !== undefined && !(reason instanceof Error)) throw new InvalidArgumentError('reason', 'an Error or undefined', reason);
+    this.#requeue(entry, reason, false);
+    this.#serveWaiters();
+  }
+
+  /**
+   * Moves an outstanding evaluation straight to `_failed` with `reason` (no scheduler for its type, plan attempts
+   * exhausted, …), whatever its delivery count.
+   */
+  fail(id: string, token: string, reason: Error): void {
+    const entry = this.#outstanding(id, token);
+    if (!(reason instanceof Error)) throw new InvalidArgumentError('reason', 'an Error', reason);
+    const now = this.#clock.now();
+    this.#endDelivery(entry, now);
+    entry.lastReason = reason;
+    const canceled = this.#toFailed(entry, reason, now);
+    if (canceled !== undefined) this.#emitCancelable(canceled);
+    this.#serveWaiters();
+  }
+
+  /** The token of the evaluation's current delivery, or `undefined` if it is not outstanding. */
+  outstanding(id: string): string | undefined {
+    const entry = this.#evals.get(id);
+    return entry !== undefined && entry.state === EntryState.Unacked ? entry.token : undefined;
+  }
+
+  /** Restarts the nack deadline of a delivery (a heartbeat). No-op while its nack timeout is paused. */
+  outstandingReset(id: string, token: string): void {
+    const entry = this.#outstanding(id, token);
+    if (!entry.nackPaused) this.#deadlines.schedule(entry, this.#clock.now() + this.#options.nackTimeoutMs);
+  }
+
+  /** Stops the nack deadline of a delivery that is making progress in an unbounded step (e.g. the plan queue). */
+  pauseNackTimeout(id: string, token: string): void {
+    const entry = this.#outstanding(id, token);
+    this.#deadlines.cancel(entry);
+    entry.nackPaused = true;
+  }
+
+  /** Restarts a paused nack deadline with a full `nackTimeoutMs`. */
+  resumeNackTimeout(id: string, token: string): void {
+    const entry = this.#outstanding(id, token);
+    entry.nackPaused = false;
+    this.#deadlines.schedule(entry, this.#clock.now() + this.#options.nackTimeoutMs);
+  }
+
+  /** Why an evaluation is in `_failed` (ready or dequeued from there), or `undefined`. */
+  failedReason(id: string): Error | undefined {
+    const entry = this.#evals.get(id);
+    return entry !== undefined && entry.queue?.failed === true ? entry.failure : undefined;
+  }
+
+  /** Hands over (and forgets) the evaluations superseded by a newer one of their job. */
+  drainCancelable(): Evaluation[] {
+    const drained = this.#cancelable;
+    if (drained.length === 0) return [];
+    this.#cancelable = [];
+    const evaluations = new Array<Evaluation>(drained.length);
+    for (let i = 0; i < drained.length; i++) {
+      const entry = drained[i]!;
+      entry.state = EntryState.Gone;
+      this.#evals.delete(entry.id);
+      evaluations[i] = entry.evaluation;
+    }
+    return evaluations;
+  }
+
+  /**
+   * Enables or disables the broker. Disabling flushes it: every evaluation it held (in any state) is returned to
+   * the caller, every token becomes invalid, and every waiting dequeue rejects with `BrokerDisabledError`.
+   */
+  setEnabled(enabled: boolean): Evaluation[] {
+    if (typeof enabled !== 'boolean') throw new InvalidArgumentError('enabled', 'a boolean', enabled);
+    if (enabled === this.#enabled) return [];
+    this.#enabled = enabled;
+    const flushed = enabled ? [] : this.#flush();
+    if (this.#logger.isLevelEnabled('info')) this.#logger.info({ enabled, flushed: flushed.length }, enabled ? 'broker enabled' : 'broker disabled');
+    if (this.#events.hasListeners('broker:enabled')) this.#events.emit('broker:enabled', { enabled, flushed });
+    return flushed;
+  }
+
+  /** Holds dequeues (they wait, keeping their timeouts) without dropping anything; enqueues and deadlines go on. */
+  pause(): void {
+    if (this.#paused) return;
+    this.#paused = true;
+    this.#events.emit('broker:paused', { paused: true });
+  }
+
+  /** Ends a pause and serves the waiting dequeues in arrival order. */
+  resume(): void {
+    if (!this.#paused) return;
+    this.#paused = false;
+    this.#events.emit('broker:paused', { paused: false });
+    this.#readyAdded = true;
+    this.#serveWaiters();
+  }
+
+  stats(): BrokerStats {
+    const byScheduler: Record<string, SchedulerStats> = {};
+    for (const [name, queue] of this.#queues) byScheduler[name] = { ready: queue.heap.size, unacked: queue.unacked };
+    return {
+      totalReady: this.#totalReady,
+      totalUnacked: this.#totalUnacked,
+      totalPending: this.#totalPending,
+      totalWaiting: this.#totalWaiting,
+      totalCancelable: this.#cancelable.length,
+      totalFailed: this.#totalFailed,
+      byScheduler,
+    };
+  }
+
+  /** For the metrics hub: the gauges read this at scrape time. */
+  gaugeSnapshot(): BrokerGaugeSnapshot {
+    return this.stats();
+  }
+
+  /** Where an evaluation is, or `undefined` if the broker does not hold it. */
+  inspect(id: string): EvaluationInfo | undefined {
+    const entry = this.#evals.get(id);
+    if (entry === undefined) return undefined;
+    let state: EvaluationState;
+    switch (entry.state) {
+      case EntryState.Ready:
+        state = entry.queue?.failed === true ? 'failed' : 'ready';
+        break;
+      case EntryState.Pending:
+        state = 'pending';
+        break;
+      case EntryState.Unacked:
+        state = 'unacked';
+        break;
+      case EntryState.Waiting:
+        state = 'waiting';
+        break;
+      default:
+        state = 'cancelable';
+    }
+    return { state, queue: entry.queue?.name, deliveries: entry.deliveries, holdsJobSlot: entry.holdsSlot };
+  }
+
+  /** Number of dequeues currently waiting. */
+  get waitingDequeues(): number {
+    return this.#waiters.size;
+  }
+
+  // ───────────────────────────── internals ─────────────────────────────
+
+  #queue(name: string): ReadyQueue {
+    let queue = this.#queues.get(name);
+    if (queue === undefined) {
+      queue = new ReadyQueue(name, this.#metrics.latencies(name));
+      this.#queues.set(name, queue);
+    }
+    return queue;
+  }
+
+  #slot(entry: Entry): JobSlot {
+    let byJob = this.#jobs.get(entry.namespace);
+    if (byJob === undefined) {
+      byJob = new Map();
+      this.#jobs.set(entry.namespace, byJob);
+    }
+    let slot = byJob.get(entry.jobId);
+    if (slot === undefined) {
+      slot = new JobSlot();
+      byJob.set(entry.jobId, slot);
+    }
+    return slot;
+  }
+
+  #dropSlot(entry: Entry): void {
+    const byJob = this.#jobs.get(entry.namespace);
+    if (byJob === undefined) return;
+    byJob.delete(entry.jobId);
+    if (byJob.size === 0) this.#jobs.delete(entry.namespace);
+  }
+
+  /** A new (or newly due) evaluation asks for its job's slot: ready if free, pending otherwise. */
+  #admit(entry: Entry, now: number): void {
+    const slot = this.#slot(entry);
+    if (slot.holder === undefined) {
+      slot.holder = entry;
+      entry.holdsSlot = true;
+      this.#makeReady(entry, this.#queue(entry.type), now);
+    } else {
+      (slot.pending ??= new PriorityHeap<Entry>(pendingBefore)).push(entry);
+      entry.state = EntryState.Pending;
+      this.#totalPending++;
+    }
+  }
+
+  #makeReady(entry: Entry, queue: ReadyQueue, now: number): void {
+    entry.state = EntryState.Ready;
+    entry.queue = queue;
+    entry.readyAt = now;
+    queue.heap.push(entry);
+    if (queue.failed) this.#totalFailed++;
+    else this.#totalReady++;
+    this.#readyAdded = true;
+  }
+
+  /**
+   * Frees the job slot `entry` held and promotes the best pending evaluation. On ack the other pending ones are
+   * superseded and become cancelable (Nomad PR #14621); when the holder went to `_failed` they stay pending,
+   * because they are newer work, not duplicates of finished work. Returns what became cancelable.
+   */
+  #releaseSlot(entry: Entry, now: number, onAck: boolean): Entry[] | undefined {
+    const slot = this.#slot(entry);
+    entry.holdsSlot = false;
+    slot.holder = undefined;
+    const pending = slot.pending;
+    const best = pending?.pop();
+    if (pending === undefined || best === undefined) {
+      this.#dropSlot(entry);
+      return undefined;
+    }
+    this.#totalPending--;
+    let canceled: Entry[] | undefined;
+    if (onAck && pending.size > 0) {
+      canceled = pending.drain();
+      this.#totalPending -= canceled.length;
+      for (const c of canceled) {
+        c.state = EntryState.Cancelable;
+        this.#cancelable.push(c);
+      }
+    }
+    slot.holder = best;
+    best.holdsSlot = true;
+    this.#makeReady(best, this.#queue(best.type), now);
+    return canceled;
+  }
+
+  /** Best ready queue across `types`, or undefined. Ties in head priority between queues are broken at random. */
+  #pick(types: readonly string[]): ReadyQueue | undefined {
+    let best: ReadyQueue | undefined;
+    let bestPriority = 0;
+    let ties = 0;
+    const tied = this.#ties;
+    for (let i = 0; i < types.length; i++) {
+      const queue = this.#queues.get(types[i]!);
+      if (queue === undefined) continue;
+      // Compare the heap roots: the root is the queue's next evaluation (Nomad's Peek read the last slot instead).
+      const head = queue.heap.peek();
+      if (head === undefined) continue;
+      if (best === undefined || head.priority > bestPriority) {
+        best = queue;
+        bestPriority = head.priority;
+        tied[0] = queue;
+        ties = 1;
+      } else if (head.priority === bestPriority && queue !== best) {
+        tied[ties++] = queue;
+      }
+    }
+    if (ties > 1) {
+      const at = Math.floor(this.#random() * ties);
+      best = tied[at < 0 ? 0 : at >= ties ? ties - 1 : at];
+    }
+    tied.length = 0;
+    return best;
+  }
+
+  #deliver(queue: ReadyQueue): Delivery {
+    const entry = queue.heap.pop()!;
+    const now = this.#clock.now();
+    if (queue.failed) this.#totalFailed--;
+    else {
+      this.#totalReady--;
+      entry.deliveries++;
+    }
+    queue.unacked++;
+    this.#totalUnacked++;
+    entry.state = EntryState.Unacked;
+    entry.nackPaused = false;
+    entry.dequeuedAt = now;
+    const token = this.#tokenPrefix + ++this.#tokenCounter;
+    entry.token = token;
+    queue.latencies.wait.observeMs(now - entry.readyAt);
+    this.#deadlines.schedule(entry, now + this.#options.nackTimeoutMs);
+    if (this.#logger.isLevelEnabled('debug')) {
+      this.#logger.debug({ evalId: entry.id, queue: queue.name, deliveries: entry.deliveries }, 'eval dequeued');
+    }
+    if (this.#events.hasListeners('broker:dequeue')) {
+      this.#events.emit('broker:dequeue', { evaluation: entry.evaluation, token, queue: queue.name, deliveries: entry.deliveries });
+    }
+    return { evaluation: entry.evaluation, token };
+  }
+
+  /** The entry of a current delivery, or the typed error Nomad's broker would return. */
+  #outstanding(id: string, token: string): Entry {
+    assertId('id', id);
+    if (typeof token !== 'string') throw new InvalidArgumentError('token', 'a string', token);
+    const entry = this.#evals.get(id);
+    if (entry === undefined) throw new EvalNotOutstandingError(id);
+    if (entry.state !== EntryState.Unacked || entry.token !== token) {
+      if (token !== '' && token === entry.timedOutToken) throw new NackTimeoutReachedError(id);
+      if (entry.state !== EntryState.Unacked) throw new EvalNotOutstandingError(id);
+      throw new TokenMismatchError(id, token);
+    }
+    return entry;
+  }
+
+  /** Bookkeeping shared by ack, nack, fail and timeout: the delivery is over. */
+  #endDelivery(entry: Entry, now: number): void {
+    this.#deadlines.cancel(entry);
+    const queue = entry.queue!;
+    queue.unacked--;
+    this.#totalUnacked--;
+    queue.latencies.process.observeMs(now - entry.dequeuedAt);
+    queue.latencies.response.observeMs(now - entry.readyAt);
+    entry.token = '';
+    entry.nackPaused = false;
+  }
+
+  /** Nack or nack timeout: back to the queue after the delay for its delivery count, or to `_failed`. */
+  #requeue(entry: Entry, reason: Error | undefined, timedOut: boolean): void {
+    const now = this.#clock.now();
+    const queue = entry.queue!;
+    const token = entry.token;
+    this.#endDelivery(entry, now);
+    if (reason !== undefined) entry.lastReason = reason;
+    this.#metrics.nacks.inc({ type: queue.name });
+    if (timedOut) this.#metrics.nackTimeouts.inc({ type: queue.name });
+    let delayMs = 0;
+    let failed = false;
+    let canceled: Entry[] | undefined;
+    if (queue.failed) {
+      // A dead-lettered evaluation stays dead-lettered: straight back to `_failed`, no delay.
+      this.#makeReady(entry, queue, now);
+    } else if (entry.deliveries >= this.#options.deliveryLimit) {
+      failed = true;
+      const error = withCause(new DeliveryLimitError(entry.id, entry.deliveries, this.#options.deliveryLimit), entry.lastReason);
+      canceled = this.#toFailed(entry, error, now);
+    } else {
+      delayMs = nackDelayMs(entry.deliveries, this.#options.initialNackDelayMs, this.#options.subsequentNackDelayMs);
+      if (delayMs > 0) {
+        // Keeps its job slot while it waits: the job stays serialized behind its own retry, as in Nomad.
+        entry.state = EntryState.Waiting;
+        entry.queue = undefined;
+        this.#totalWaiting++;
+        this.#deadlines.schedule(entry, now + delayMs);
+      } else {
+        this.#makeReady(entry, queue, now);
+      }
+    }
+    if (this.#logger.isLevelEnabled('debug')) {
+      this.#logger.debug({ evalId: entry.id, deliveries: entry.deliveries, delayMs, failed, timedOut }, 'eval nacked');
+    }
+    if (this.#events.hasListeners('broker:nack')) {
+      this.#events.emit('broker:nack', { evaluation: entry.evaluation, token, timedOut, deliveries: entry.deliveries, delayMs, failed, reason });
+    }
+    if (canceled !== undefined) this.#emitCancelable(canceled);
+  }
+
+  /**
+   * Dead-letters `entry`. It gives up its job slot: the job's best pending evaluation is promoted (the others stay
+   * pending: they are newer work, not cancelable). Otherwise a dead-lettered evaluation, which waits in `_failed`
+   * until someone reaps it, would block its job forever. The one-ready-or-unacked-per-job invariant is about the
+   * scheduler queues, not `_failed`.
+   */
+  #toFailed(entry: Entry, reason: Error, now: number): Entry[] | undefined {
+    entry.failure = reason;
+    this.#makeReady(entry, this.#queue(FAILED_QUEUE), now);
+    this.#metrics.failed.inc({ type: entry.type });
+    const canceled = entry.holdsSlot ? this.#releaseSlot(entry, now, false) : undefined;
+    if (this.#logger.isLevelEnabled('warn')) {
+      this.#logger.warn({ evalId: entry.id, jobId: entry.jobId, type: entry.type, deliveries: entry.deliveries, err: reason }, 'eval moved to _failed');
+    }
+    if (this.#events.hasListeners('broker:failed')) this.#events.emit('broker:failed', { evaluation: entry.evaluation, reason });
+    return canceled;
+  }
+
+  #onDeadline(entry: Entry): void {
+    const now = this.#clock.now();
+    if (entry.state === EntryState.Waiting) {
+      this.#totalWaiting--;
+      // A nacked delivery comes back holding its slot; a wait/waitUntil evaluation asks for the slot now.
+      if (entry.holdsSlot) this.#makeReady(entry, this.#queue(entry.type), now);
+      else this.#admit(entry, now);
+    } else if (entry.state === EntryState.Unacked) {
+      if (this.#extend(entry)) {
+        const deadline = now + this.#options.nackTimeoutMs;
+        this.#deadlines.schedule(entry, deadline);
+        if (this.#events.hasListeners('broker:extend')) {
+          this.#events.emit('broker:extend', { evaluation: entry.evaluation, token: entry.token, deadline });
+        }
+        return;
+      }
+      entry.timedOutToken = entry.token;
+      if (this.#logger.isLevelEnabled('info')) {
+        this.#logger.info({ evalId: entry.id, deliveries: entry.deliveries }, 'eval nack deadline passed');
+      }
+      this.#requeue(entry, new NackTimeoutReachedError(entry.id), true);
+    }
+    this.#serveWaiters();
+  }
+
+  #extend(entry: Entry): boolean {
+    const extend = this.#options.extendNackDeadline;
+    if (extend === undefined) return false;
+    try {
+      return extend(entry.id, entry.token) === true;
+    } catch (error) {
+      this.#logger.warn({ err: error, evalId: entry.id }, 'extendNackDeadline threw; nacking');
+      return false;
+    }
+  }
+
+  #emitCancelable(canceled: Entry[]): void {
+    if (this.#events.hasListeners('broker:cancelable')) {
+      this.#events.emit('broker:cancelable', { evaluations: canceled.map((c) => c.evaluation) });
+    }
+  }
+
+  /**
+   * One new ready evaluation wakes one waiter: waiters are served in arrival order, each taking the best ready
+   * evaluation across its own types. A waiter exists only while all its queues were empty (or the broker paused),
+   * so nothing needs serving unless something became ready since the last pass.
+   */
+  #serveWaiters(): void {
+    if (!this.#readyAdded) return;
+    if (this.#waiters.size === 0 || this.#paused || !this.#enabled) {
+      if (!this.#paused) this.#readyAdded = false;
+      return;
+    }
+    this.#readyAdded = false;
+    for (const waiter of this.#waiters) {
+      const queue = this.#pick(waiter.types);
+      if (queue === undefined) continue;
+      this.#dropWaiter(waiter);
+      waiter.resolve(this.#deliver(queue));
+    }
+  }
+
+  #dropWaiter(waiter: Waiter): void {
+    this.#waiters.delete(waiter);
+    if (waiter.timer !== undefined) this.#clock.clearTimer(waiter.timer);
+    waiter.timer = undefined;
+    if (waiter.signal !== undefined && waiter.onAbort !== undefined) waiter.signal.removeEventListener('abort', waiter.onAbort);
+  }
+
+  #flush(): Evaluation[] {
+    const flushed: Evaluation[] = [];
+    for (const entry of this.#evals.values()) {
+      flushed.push(entry.evaluation);
+      entry.state = EntryState.Gone;
+      entry.queue = undefined;
+      entry.holdsSlot = false;
+      entry.token = '';
+    }
+    this.#evals.clear();
+    this.#deadlines.clear();
+    for (const queue of this.#queues.values()) queue.heap.drain();
+    this.#queues.clear();
+    this.#jobs.clear();
+    this.#cancelable = [];
+    this.#totalReady = 0;
+    this.#totalFailed = 0;
+    this.#totalUnacked = 0;
+    this.#totalPending = 0;
+    this.#totalWaiting = 0;
+    this.#readyAdded = false;
+    const waiters = [...this.#waiters];
+    for (const waiter of waiters) {
+      this.#dropWaiter(waiter);
+      waiter.reject(new BrokerDisabledError('dequeue'));
+    }
+    return flushed;
+  }
+}

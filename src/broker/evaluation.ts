@@ -1,0 +1,127 @@
+import { InvalidEvaluationError } from '../errors.js';
+
+/**
+ * Glossary (see also docs in DESIGN.md):
+ * - evaluation: one unit of scheduling work for one job, handled by the scheduler registered for its `type`.
+ * - job key: `namespace` + `jobId`. The broker lets at most one evaluation per job key be ready or unacked.
+ * - delivery: one dequeue of an evaluation; it carries a fresh token that ack/nack must present.
+ * - `_failed`: the dead-letter queue; evaluations land there past the delivery limit or through `fail()`.
+ */
+export interface Evaluation {
+  /** Unique id. Enqueueing an id the broker already holds is a no-op. */
+  readonly id: string;
+  /** Namespace of the job; `'default'` when absent. */
+  readonly namespace?: string;
+  readonly jobId: string;
+  /** Scheduler type: the ready queue the evaluation waits in. `_failed` is reserved. */
+  readonly type: string;
+  /** 1..100; higher is dequeued first. */
+  readonly priority: number;
+  /** State-store index the evaluation was last modified at; 0 when absent. Newer pending evaluations win. */
+  readonly modifyIndex?: number;
+  /** State-store index the evaluation was created at; orders a ready queue FIFO within a priority. */
+  readonly createIndex?: number;
+  /** Free-form cause (`job-register`, `node-update`, …), for logs and the scheduler. */
+  readonly triggeredBy?: string;
+  /** Hold the evaluation until this epoch ms. */
+  readonly waitUntil?: number;
+  /** Hold the evaluation for this many ms after enqueue. */
+  readonly wait?: number;
+  /** Anything structured-cloneable; handed to the scheduler on a pool thread. */
+  readonly payload?: unknown;
+}
+
+/** Name of the dead-letter queue. Dequeue it like any scheduler type. */
+export const FAILED_QUEUE = '_failed';
+
+export const DEFAULT_NAMESPACE = 'default';
+
+function isNonEmptyString(value: unknown): value is string {
+  return typeof value === 'string' && value.length > 0;
+}
+
+function isIndex(value: unknown): boolean {
+  return value === undefined || (Number.isSafeInteger(value) && (value as number) >= 0);
+}
+
+/**
+ * Whether `payload` survives `structuredClone` (what crossing to a pool thread needs). Primitives answer without
+ * cloning; objects are cloned once, which is the only exact test (a function deep inside a Map, a class with a
+ * private field, a WeakMap …).
+ */
+export function isStructuredCloneable(payload: unknown): boolean {
+  if (payload === undefined || payload === null) return true;
+  switch (typeof payload) {
+    case 'string':
+    case 'number':
+    case 'boolean':
+    case 'bigint':
+      return true;
+    case 'symbol':
+    case 'function':
+      return false;
+    default:
+      try {
+        structuredClone(payload);
+        return true;
+      } catch {
+        return false;
+      }
+  }
+}
+
+/**
+ * Throws an `InvalidEvaluationError` naming the first bad field, with what was expected and what was received.
+ * The broker never copies or mutates an evaluation: it reads the fields it orders by once, at enqueue.
+ */
+export function assertEvaluation(value: unknown): asserts value is Evaluation {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new InvalidEvaluationError('evaluation', 'an object', value);
+  }
+  const e = value as Record<string, unknown>;
+  if (!isNonEmptyString(e['id'])) throw new InvalidEvaluationError('evaluation.id', 'a non-empty string', e['id']);
+  if (!isNonEmptyString(e['jobId'])) throw new InvalidEvaluationError('evaluation.jobId', 'a non-empty string', e['jobId']);
+  const type = e['type'];
+  if (!isNonEmptyString(type) || type === FAILED_QUEUE) {
+    throw new InvalidEvaluationError('evaluation.type', `a non-empty string other than \`${FAILED_QUEUE}\``, type);
+  }
+  const priority = e['priority'];
+  if (!Number.isInteger(priority) || (priority as number) < 1 || (priority as number) > 100) {
+    throw new InvalidEvaluationError('evaluation.priority', 'an integer from 1 to 100', priority);
+  }
+  const namespace = e['namespace'];
+  if (namespace !== undefined && !isNonEmptyString(namespace)) {
+    throw new InvalidEvaluationError('evaluation.namespace', 'a non-empty string or undefined', namespace);
+  }
+  if (!isIndex(e['modifyIndex'])) {
+    throw new InvalidEvaluationError('evaluation.modifyIndex', 'a safe integer >= 0 or undefined', e['modifyIndex']);
+  }
+  if (!isIndex(e['createIndex'])) {
+    throw new InvalidEvaluationError('evaluation.createIndex', 'a safe integer >= 0 or undefined', e['createIndex']);
+  }
+  const triggeredBy = e['triggeredBy'];
+  if (triggeredBy !== undefined && typeof triggeredBy !== 'string') {
+    throw new InvalidEvaluationError('evaluation.triggeredBy', 'a string or undefined', triggeredBy);
+  }
+  const waitUntil = e['waitUntil'];
+  if (waitUntil !== undefined && !Number.isFinite(waitUntil)) {
+    throw new InvalidEvaluationError('evaluation.waitUntil', 'a finite epoch time in ms or undefined', waitUntil);
+  }
+  const wait = e['wait'];
+  if (wait !== undefined && (!Number.isFinite(wait) || (wait as number) < 0)) {
+    throw new InvalidEvaluationError('evaluation.wait', 'a finite number of ms >= 0 or undefined', wait);
+  }
+  if (!isStructuredCloneable(e['payload'])) {
+    throw new InvalidEvaluationError('evaluation.payload', 'a structured-cloneable value', e['payload']);
+  }
+}
+
+/**
+ * Re-enqueue delay after the `deliveries`-th delivery was nacked (or timed out): none before any delivery, the
+ * initial delay after the first, then growing linearly by the subsequent delay (Nomad's `nackReenqueueDelay`).
+ */
+export function nackDelayMs(deliveries: number, initialMs: number, subsequentMs: number): number {
+  if (deliveries <= 0) return 0;
+  if (deliveries === 1) return initialMs;
+  return (deliveries - 1) * subsequentMs;
+}
