@@ -308,3 +308,16 @@ export class RemoteError extends TickpoolError {
 export function fromWire(wire: WireError): TickpoolError {
   return new RemoteError(wire);
 }
+
+/**
+ * A replica received a change set that does not follow the last one it applied: it missed at least one and must be
+ * reset from a full copy of the state (`StateStore.full()`), or caught up with `StateStore.changesSince()`.
+ */
+export class ReplicaGapError extends InvalidStateError {
+  override readonly code: string = 'ERR_REPLICA_GAP';
+  constructor(appliedIndex: number, received: number) {
+    super(`Expected the change set at index ${appliedIndex + 1} (the replica is at ${appliedIndex}), got index ${received}`, {
+      details: { appliedIndex, received },
+    });
+  }
+}
