@@ -1,0 +1,238 @@
+import type { Clock } from '../clock.js';
+import { describeValue, InvalidOptionError, InvalidStateError, UserCodeError } from '../errors.js';
+import { createDefaultLogger, isLogger, type Logger } from '../observability/logger.js';
+import { isRegistry, Registry } from '../observability/metrics.js';
+import { planMetrics, type PlanMetrics } from './plan-metrics.js';
+import { PlanQueue, type Queued } from './plan-queue.js';
+import { checkPlan, type CheckedPlan } from './plan-validation.js';
+import { StateStore } from './state-store.js';
+import type { EvaluatePlan, Plan, PlanResult, PlanWrite, Snapshot } from './types.js';
+
+export interface PlanApplierOptions {
+  readonly state: StateStore;
+  /** Extra check after the version check (Nomad's per-node fit check); returns the writes to reject. */
+  readonly evaluatePlan?: EvaluatePlan;
+  /** Where the `tickpool_plan_*` metrics go. Default: a private registry. */
+  readonly registry?: Registry;
+  readonly logger?: Logger;
+  /**
+   * Times the evaluate and apply histograms. Default: `performance.now()`, because plans take microseconds and a
+   * millisecond clock would record zeros; inject a `ManualClock` to make the observed durations deterministic.
+   */
+  readonly clock?: Clock;
+}
+
+interface Pending extends Queued {
+  readonly checked: CheckedPlan;
+  readonly resolve: (result: PlanResult) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/**
+ * The single, serialized committer of plans (Nomad's plan queue and plan applier in one).
+ *
+ * Plans wait in a queue ordered by priority, then arrival, and are applied one at a time in a microtask after the
+ * submitting code yields: plans submitted in the same tick are therefore ordered by priority, not by call order.
+ * Applying a plan is synchronous (version check, `evaluatePlan`, one transaction), so no other write can slip in
+ * between the check of a plan and its commit. This is what makes the optimistic concurrency of the schedulers safe:
+ * a write commits only if the record still has the `modifyIndex` the scheduler read.
+ */
+export class PlanApplier {
+  readonly #state: StateStore;
+  readonly #evaluate: EvaluatePlan | undefined;
+  readonly #metrics: PlanMetrics;
+  readonly #logger: Logger;
+  readonly #seconds: () => number;
+  readonly #queue = new PlanQueue<Pending>();
+  readonly #untrackDepth: () => void;
+  #seq = 0;
+  #scheduled = false;
+  #stopped = false;
+
+  constructor(options: PlanApplierOptions) {
+    if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'an object with `state`', options);
+    const { state, evaluatePlan, registry, logger, clock } = options;
+    if (!(state instanceof StateStore)) throw new InvalidOptionError('state', 'a StateStore', state);
+    if (evaluatePlan !== undefined && typeof evaluatePlan !== 'function') {
+      throw new InvalidOptionError('evaluatePlan', 'a function `(snapshot, plan) => writesToReject | undefined`', evaluatePlan);
+    }
+    if (registry !== undefined && !isRegistry(registry)) throw new InvalidOptionError('registry', 'a prom-client Registry', registry);
+    if (logger !== undefined && !isLogger(logger)) throw new InvalidOptionError('logger', 'a pino-compatible logger', logger);
+    if (clock !== undefined && (clock === null || typeof clock !== 'object' || typeof clock.now !== 'function')) {
+      throw new InvalidOptionError('clock', 'a Clock', clock);
+    }
+    this.#state = state;
+    this.#evaluate = evaluatePlan;
+    this.#logger = logger ?? createDefaultLogger('tickpool:plan-applier');
+    this.#seconds = clock === undefined ? () => performance.now() / 1000 : () => clock.now() / 1000;
+    this.#metrics = planMetrics(registry ?? new Registry());
+    this.#untrackDepth = this.#metrics.trackDepth(() => this.#queue.size);
+  }
+
+  /** Plans queued and not yet applied. */
+  get depth(): number {
+    return this.#queue.size;
+  }
+
+  /**
+   * Queues a plan and resolves with what was committed. A malformed plan (`InvalidPlanError`, `UnknownTableError`)
+   * or a stopped applier (`InvalidStateError`) gives an already rejected promise and queues nothing. A throwing
+   * `evaluatePlan` rejects this submission with `UserCodeError`, commits nothing, and the applier carries on.
+   */
+  submit(plan: Plan): Promise<PlanResult> {
+    if (this.#stopped) return Promise.reject(stoppedError());
+    let checked: CheckedPlan;
+    try {
+      checked = checkPlan(plan, this.#state.tables());
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    this.#metrics.submitted.inc();
+    return new Promise<PlanResult>((resolve, reject) => {
+      this.#queue.push({ priority: checked.priority, seq: this.#seq++, checked, resolve, reject });
+      if (!this.#scheduled) {
+        this.#scheduled = true;
+        queueMicrotask(() => this.#drain());
+      }
+    });
+  }
+
+  /** Stops accepting plans and rejects every queued one with `InvalidStateError`. A plan being applied completes. */
+  stop(): void {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    this.#untrackDepth();
+    for (const pending of this.#queue.drain()) pending.reject(stoppedError());
+  }
+
+  #drain(): void {
+    try {
+      // Plans submitted while draining (from evaluatePlan or a change listener) join this same loop in order.
+      while (!this.#stopped) {
+        const next = this.#queue.pop();
+        if (next === undefined) break;
+        try {
+          next.resolve(this.#apply(next.checked));
+        } catch (error) {
+          this.#logger.warn({ err: error, evalId: next.checked.plan.evalId }, 'plan not applied');
+          next.reject(error);
+        }
+      }
+    } finally {
+      this.#scheduled = false;
+    }
+  }
+
+  #apply({ plan, writes, values }: CheckedPlan): PlanResult {
+    const started = this.#seconds();
+    const snapshot = this.#state.snapshot();
+    const rejected = new Array<boolean>(writes.length).fill(false);
+    let conflicts = 0;
+    for (let i = 0; i < writes.length; i++) {
+      const w = writes[i]!;
+      if ((snapshot.get(w.table, w.key)?.modifyIndex ?? 0) !== w.readIndex) {
+        rejected[i] = true;
+        conflicts++;
+      }
+    }
+    let evaluated = 0;
+    const survivors = writes.length - conflicts;
+    if (this.#evaluate !== undefined && survivors > 0 && !(plan.allAtOnce === true && conflicts > 0)) {
+      evaluated = this.#runEvaluate(snapshot, plan, writes, rejected);
+    }
+    let gang = 0;
+    if (plan.allAtOnce === true && conflicts + evaluated > 0) {
+      gang = writes.length - conflicts - evaluated;
+      rejected.fill(true);
+    }
+    const evaluatedAt = this.#seconds();
+    this.#metrics.evaluateSeconds.observe(evaluatedAt - started);
+
+    let index = 0;
+    if (conflicts + evaluated + gang < writes.length) {
+      const committed = this.#state.write((txn) => {
+        for (let i = 0; i < writes.length; i++) {
+          if (rejected[i]) continue;
+          const w = writes[i]!;
+          if (w.delete === true) txn.delete(w.table, w.key);
+          else txn.put(w.table, w.key, values[i]);
+        }
+      });
+      // Deleting records that were already absent commits nothing: report 0, there is no index to wait for.
+      if (committed.changes.length > 0) index = committed.index;
+      this.#metrics.applySeconds.observe(this.#seconds() - evaluatedAt);
+    }
+
+    if (conflicts > 0) this.#metrics.rejectedWrites.inc({ reason: 'conflict' }, conflicts);
+    if (evaluated > 0) this.#metrics.rejectedWrites.inc({ reason: 'evaluate' }, evaluated);
+    if (gang > 0) this.#metrics.rejectedWrites.inc({ reason: 'all_at_once' }, gang);
+    const rejectedWrites = writes.filter((_, i) => rejected[i]);
+    // After a rejection the scheduler must re-plan against a state that includes this commit and whatever made its
+    // writes conflict: the store index now covers both (Nomad: max of the refresh index and the commit index).
+    const refreshIndex = rejectedWrites.length > 0 ? this.#state.index : 0;
+    if (rejectedWrites.length > 0) {
+      this.#logger.debug({ evalId: plan.evalId, index, refreshIndex, conflicts, evaluated, gang }, 'plan partially rejected');
+    }
+    return Object.freeze({ index, rejected: Object.freeze(rejectedWrites), refreshIndex });
+  }
+
+  /** Runs the user check on the writes that survived the version check; marks and counts the ones it rejects. */
+  #runEvaluate(snapshot: Snapshot, plan: Plan, writes: readonly PlanWrite[], rejected: boolean[]): number {
+    const remaining = Object.freeze(writes.filter((_, i) => !rejected[i]));
+    const indexBefore = this.#state.index;
+    let verdict: unknown;
+    try {
+      verdict = this.#evaluate!(snapshot, Object.freeze({ ...plan, writes: remaining }));
+    } catch (error) {
+      throw new UserCodeError(`Expected evaluatePlan to return the writes to reject, but it threw: ${errorText(error)}`, {
+        cause: error,
+        details: { evalId: plan.evalId },
+      });
+    }
+    if (this.#state.index !== indexBefore) {
+      // The version check ran against the state before that write; committing now could lose an update.
+      throw new UserCodeError(
+        `Expected evaluatePlan to only read the state, but the store moved from index ${indexBefore} to ${this.#state.index} while it ran`,
+        { details: { evalId: plan.evalId } },
+      );
+    }
+    if (verdict === undefined) return 0;
+    if (!Array.isArray(verdict)) {
+      throw new UserCodeError(`Expected evaluatePlan to return an array of writes to reject or nothing, got ${describeValue(verdict)}`, {
+        details: { evalId: plan.evalId },
+      });
+    }
+    // Match by record rather than identity, so a check may return copies; a plan has one write per record.
+    const positions = new Map<string, Map<string, number>>();
+    for (let i = 0; i < writes.length; i++) {
+      if (rejected[i]) continue;
+      const w = writes[i]!;
+      let keys = positions.get(w.table);
+      if (keys === undefined) positions.set(w.table, (keys = new Map()));
+      keys.set(w.key, i);
+    }
+    let count = 0;
+    for (const reject of verdict as unknown[]) {
+      const r = reject as Partial<PlanWrite> | null;
+      const i = r === null || typeof r !== 'object' ? undefined : positions.get(r.table as string)?.get(r.key as string);
+      if (i === undefined) {
+        throw new UserCodeError(`Expected evaluatePlan to return writes of the plan it was given, got ${describeValue(reject)}`, {
+          details: { evalId: plan.evalId },
+        });
+      }
+      if (!rejected[i]) {
+        rejected[i] = true;
+        count++;
+      }
+    }
+    return count;
+  }
+}
+
+function stoppedError(): InvalidStateError {
+  return new InvalidStateError('Expected a running plan applier, but it was stopped');
+}
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : describeValue(error);
+}
