@@ -116,11 +116,14 @@ export class CronSchedule implements Schedule {
       const first = instants[0];
       if (first !== undefined) {
         if (first > from) return first;
-        wallFrom = wall; // defensive: cannot happen after the correction above
+        // Not reached after the jump above; kept so correctness never rests on the jump, which is only there to
+        // cross a repeated hour in one step rather than one matching wall time (up to 3,600 of them) at a time.
+        wallFrom = wall;
         continue;
       }
-      // A spring-forward gap: no instant shows this wall time. Skip every wall time up to the end of the gap.
-      // Around it, `wall - offsetAfter` < change <= `wall - offsetBefore`.
+      // A spring-forward gap: no instant shows this wall time. Skip every wall time up to the end of the gap in
+      // one step (a 6-field expression may match 3,600 of them). Around it, `wall - offsetAfter` < change <=
+      // `wall - offsetBefore`.
       const offsetBefore = zone.offsetAt(wall - 86_400_000);
       const offsetAfter = zone.offsetAt(wall + 86_400_000);
       const change = zone.transitionIn(wall - offsetAfter, wall - offsetBefore);
