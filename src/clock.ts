@@ -10,11 +10,18 @@ export interface TimerHandle {
   readonly due: number;
 }
 
+export interface TimerOptions {
+  readonly unref?: boolean;
+}
+
 export interface Clock {
   /** Current time in epoch milliseconds. */
   now(): number;
-  /** Calls `callback` once `now() >= now() + delayMs`. A negative delay counts as 0. */
-  setTimer(callback: () => void, delayMs: number): TimerHandle;
+  /**
+   * Calls `callback` once `now() >= now() + delayMs`. A negative delay counts as 0. With `unref`, the timer does
+   * not keep the process alive by itself (for housekeeping deadlines of a library, not for what a caller awaits).
+   */
+  setTimer(callback: () => void, delayMs: number, options?: TimerOptions): TimerHandle;
   /** Disarms a timer; clearing one that has fired or was cleared is a no-op. */
   clearTimer(handle: TimerHandle): void;
 }
@@ -26,8 +33,9 @@ interface SystemTimer extends TimerHandle {
 /** The real clock: wall time and Node timers. The only place in `src/` that touches them. */
 export const systemClock: Clock = Object.freeze({
   now: (): number => Date.now(),
-  setTimer(callback: () => void, delayMs: number): TimerHandle {
+  setTimer(callback: () => void, delayMs: number, options?: TimerOptions): TimerHandle {
     const delay = delayMs > 0 ? delayMs : 0;
+    const unref = options?.unref === true;
     // Node caps timers at 2^31-1 ms and fires at once beyond it; a longer wait re-arms itself.
     const maxDelay = 2_147_483_647;
     const due = Date.now() + delay;
@@ -38,6 +46,7 @@ export const systemClock: Clock = Object.freeze({
         if (left > 0) arm(Math.min(left, maxDelay));
         else callback();
       }, Math.min(ms, maxDelay));
+      if (unref) handle.timeout.unref();
     };
     arm(delay);
     return handle;

@@ -88,7 +88,7 @@ export class DeadlineQueue<T extends DeadlineNode> {
   #arm(due: number): void {
     this.#disarm();
     this.#timerDue = due;
-    this.#timer = this.#clock.setTimer(this.#fire, due - this.#clock.now());
+    this.#timer = this.#clock.setTimer(this.#fire, due - this.#clock.now(), { unref: true });
   }
 
   #disarm(): void {

@@ -9,9 +9,9 @@
  * - `HEARTBEAT`: a counter the thread bumps to say "still working"; main compares it with what it saw last.
  * - `OWNER`: the pool-thread index that started the slot's current run (+1; 0 = none), so a thread crash can be
  *   traced to the slots it held.
- * - `SPARE`: padding to 16 bytes.
+ * - `PHASE`: what the thread is doing with the item (`ThreadPhase`), read by main for worker status.
  */
-export const SlotField = Object.freeze({ WORD: 0, HEARTBEAT: 1, OWNER: 2, SPARE: 3 });
+export const SlotField = Object.freeze({ WORD: 0, HEARTBEAT: 1, OWNER: 2, PHASE: 3 });
 export const SLOT_INT32S = 4;
 export const SLOT_BYTES = SLOT_INT32S * Int32Array.BYTES_PER_ELEMENT;
 
@@ -47,3 +47,7 @@ export function wordGeneration(word: number): number {
 export function slotIndex(slot: number, field: number): number {
   return slot * SLOT_INT32S + field;
 }
+
+/** What a thread is doing with the item in a slot (the `PHASE` field), so main can report worker activity. */
+export const ThreadPhase = Object.freeze({ NONE: 0, WAITING_FOR_INDEX: 1, SCHEDULING: 2, RUNNING_TASK: 3 });
+export type ThreadPhaseValue = (typeof ThreadPhase)[keyof typeof ThreadPhase];

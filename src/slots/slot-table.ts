@@ -8,7 +8,9 @@ import {
   slotIndex,
   wordGeneration,
   wordState,
+  ThreadPhase,
   type SlotStateValue,
+  type ThreadPhaseValue,
 } from './slot-layout.js';
 
 /**
@@ -155,6 +157,7 @@ export class SlotTable {
     if (Atomics.compareExchange(this.#words, at, word, next) !== word) return false;
     Atomics.store(this.#words, slotIndex(slot, SlotField.HEARTBEAT), 0);
     Atomics.store(this.#words, slotIndex(slot, SlotField.OWNER), 0);
+    Atomics.store(this.#words, slotIndex(slot, SlotField.PHASE), ThreadPhase.NONE);
     return true;
   }
 
@@ -178,6 +181,17 @@ export class SlotTable {
   /** Pool-thread index (+1) that started the slot's current item; 0 when none. */
   owner(slot: number): number {
     return Atomics.load(this.#words, slotIndex(slot, SlotField.OWNER));
+  }
+
+  /** Thread: records what it is doing with the item of `generation` (ignored when stale). */
+  setPhase(slot: number, generation: number, phase: ThreadPhaseValue): void {
+    if (wordGeneration(Atomics.load(this.#words, slotIndex(slot, SlotField.WORD))) !== (generation & GENERATION_MASK)) return;
+    Atomics.store(this.#words, slotIndex(slot, SlotField.PHASE), phase);
+  }
+
+  /** What the thread last said it is doing with the slot's item. */
+  phase(slot: number): ThreadPhaseValue {
+    return Atomics.load(this.#words, slotIndex(slot, SlotField.PHASE)) as ThreadPhaseValue;
   }
 
   /** Slots in `[base, base+count)` that are not idle. */

@@ -1,0 +1,278 @@
+/**
+ * `createEngine()`: wires the broker, the state store, the plan applier, the thread pool, the scheduling workers
+ * and the task scheduler into one engine with a `start()`/`stop()` lifecycle.
+ */
+import { serialize } from 'node:v8';
+import { Backoff } from './backoff.js';
+import { EvalBroker } from './broker/eval-broker.js';
+import { FAILED_QUEUE, type Evaluation } from './broker/evaluation.js';
+import type { BrokerStats } from './broker/eval-broker.js';
+import { InvalidStateError, PayloadTooLargeError, UnknownSchedulerError } from './errors.js';
+import { TypedEmitter } from './events.js';
+import { resolveEngineOptions, type EngineOptions, type ResolvedEngineOptions } from './options.js';
+import { ThreadPool, type ThreadExit, type ThreadPoolStats } from './pool/thread-pool.js';
+import { SlotTable } from './slots/slot-table.js';
+import { PlanApplier } from './state/plan-applier.js';
+import { StateStore } from './state/state-store.js';
+import { SchedulingWorker } from './workers/scheduling-worker.js';
+import { WorkerMetrics } from './workers/worker-metrics.js';
+import type { WorkerActivityValue, WorkerStatusValue } from './workers/worker-status.js';
+
+export const EngineState = Object.freeze({
+  CREATED: 'created',
+  STARTING: 'starting',
+  RUNNING: 'running',
+  STOPPING: 'stopping',
+  STOPPED: 'stopped',
+});
+export type EngineStateValue = (typeof EngineState)[keyof typeof EngineState];
+
+export interface EngineEvents {
+  'engine:start': { readonly threads: number; readonly workers: number };
+  'engine:stop': { readonly requeued: number; readonly forced: boolean };
+  /** A pool thread ended unexpectedly; the items it held were accounted for (redelivered or failed). */
+  'engine:thread-exit': ThreadExit;
+}
+
+export interface WorkerInfo {
+  readonly id: number;
+  readonly status: WorkerStatusValue;
+  readonly activity: WorkerActivityValue;
+  readonly evaluationId: string | undefined;
+  readonly processed: number;
+}
+
+export interface EngineStats {
+  readonly state: EngineStateValue;
+  readonly broker: BrokerStats;
+  readonly pool: ThreadPoolStats;
+  readonly workers: readonly WorkerInfo[];
+  readonly plans: { readonly queueDepth: number; readonly stateIndex: number };
+  readonly slots: { readonly allocated: number; readonly bytes: number };
+}
+
+export interface StopOptions {
+  /** How long evaluations in hand may take to finish before they are canceled and given back, ms. Default 5000. */
+  readonly graceMs?: number;
+}
+
+export class Engine {
+  readonly options: ResolvedEngineOptions;
+  readonly broker: EvalBroker;
+  readonly state: StateStore;
+  readonly plans: PlanApplier;
+  readonly slots: SlotTable;
+  readonly events: TypedEmitter<EngineEvents>;
+  readonly #pool: ThreadPool;
+  readonly #workers: SchedulingWorker[] = [];
+  /** Evaluation id → the worker holding its delivery (for heartbeats and timeouts). */
+  readonly #holders = new Map<string, SchedulingWorker>();
+  #state: EngineStateValue = EngineState.CREATED;
+  #stopping: Promise<void> | undefined;
+
+  constructor(options: EngineOptions = {}) {
+    const o = resolveEngineOptions(options);
+    this.options = o;
+    const logger = o.logger;
+    this.events = new TypedEmitter<EngineEvents>(() => logger);
+    this.slots = SlotTable.create({ initialSlots: Math.max(1024, o.workers * 2) });
+    this.state = new StateStore({ tables: o.tables, logger });
+    this.plans = new PlanApplier({
+      state: this.state,
+      registry: o.registry,
+      logger,
+      clock: o.clock,
+      ...(o.evaluatePlan === undefined ? {} : { evaluatePlan: o.evaluatePlan }),
+    });
+    this.broker = new EvalBroker({
+      ...o.broker,
+      clock: o.clock,
+      logger,
+      registry: o.registry,
+      // A heartbeat written into the slot since the last look keeps a long scheduler from being redelivered.
+      extendNackDeadline: (id, token) => this.#holders.get(id)?.consumeHeartbeat(token) ?? false,
+    });
+    // A delivery whose deadline fired has been redelivered: ask its thread to stop working on the old one.
+    this.broker.events.on('broker:nack', ({ evaluation, token, timedOut }) => {
+      if (!timedOut) return;
+      const holder = this.#holders.get(evaluation.id);
+      if (holder?.current?.token === token) holder.cancelCurrent();
+    });
+    // Only registered types are ever executed: an evaluation of any other type is failed as soon as it is ready.
+    this.broker.events.on('broker:enqueue', ({ evaluation, delayedUntil }) => {
+      if (Object.hasOwn(o.schedulers, evaluation.type) || evaluation.type === FAILED_QUEUE) return;
+      const sweep = (): void => this.#failUnknown(evaluation.type);
+      if (delayedUntil === undefined) queueMicrotask(sweep);
+      else o.clock.setTimer(sweep, delayedUntil - o.clock.now());
+    });
+    this.#pool = new ThreadPool({
+      minThreads: o.threads.min,
+      maxThreads: o.threads.max,
+      slots: this.slots,
+      state: this.state,
+      schedulers: o.schedulers,
+      handlers: o.handlers,
+      clock: o.clock,
+      logger,
+      batchSize: o.batchSize,
+      cancelGraceMs: o.cancelGraceMs,
+      idleTimeoutMs: o.idleTimeoutMs,
+      resourceLimits: o.resourceLimits,
+      onThreadExit: (exit) => this.events.emit('engine:thread-exit', exit),
+    });
+    const metrics = new WorkerMetrics(o.registry);
+    const types = Object.keys(o.schedulers);
+    for (let id = 0; id < o.workers; id++) {
+      this.#workers.push(
+        new SchedulingWorker({
+          id,
+          broker: this.broker,
+          pool: this.#pool,
+          applier: this.plans,
+          slots: this.slots,
+          clock: o.clock,
+          logger,
+          metrics,
+          backoff: new Backoff(o.backoff, { clock: o.clock }),
+          types,
+          dequeueTimeoutMs: o.dequeueTimeoutMs,
+          syncLimitMs: o.syncLimitMs,
+          maxPlanAttempts: o.maxPlanAttempts,
+          onDelivery: (worker, evaluationId, active) => {
+            if (active) this.#holders.set(evaluationId, worker);
+            else if (this.#holders.get(evaluationId) === worker) this.#holders.delete(evaluationId);
+          },
+        }),
+      );
+    }
+  }
+
+  get status(): EngineStateValue {
+    return this.#state;
+  }
+
+  /** Starts the pool threads, the workers and the task ticker; resolves once every thread is ready. */
+  async start(): Promise<void> {
+    if (this.#state !== EngineState.CREATED) {
+      throw new InvalidStateError(`Expected a new engine to start, but it is ${this.#state}`);
+    }
+    this.#state = EngineState.STARTING;
+    await this.#pool.start();
+    for (const worker of this.#workers) void worker.start();
+    this.#state = EngineState.RUNNING;
+    this.events.emit('engine:start', { threads: this.#pool.threadCount, workers: this.#workers.length });
+  }
+
+  /** Validates and enqueues an evaluation (payload size checked against `maxPayloadBytes`). */
+  enqueue(evaluation: Evaluation): void {
+    const payload = (evaluation as { payload?: unknown } | null)?.payload;
+    if (payload !== undefined) {
+      let bytes: number;
+      try {
+        bytes = serialize(payload).byteLength;
+      } catch {
+        bytes = -1; // not cloneable: the broker's validation names that precisely
+      }
+      if (bytes > this.options.maxPayloadBytes) throw new PayloadTooLargeError(bytes, this.options.maxPayloadBytes);
+    }
+    this.broker.enqueue(evaluation);
+  }
+
+  /**
+   * Cancels the evaluation in flight with this id: its scheduler sees `ctx.canceled` (no message needed), and the
+   * evaluation is nacked for redelivery. False when no worker holds it.
+   */
+  cancel(evaluationId: string): boolean {
+    return this.#holders.get(evaluationId)?.cancelCurrent() ?? false;
+  }
+
+  pauseWorkers(): void {
+    for (const worker of this.#workers) worker.pause();
+  }
+
+  resumeWorkers(): void {
+    for (const worker of this.#workers) worker.resume();
+  }
+
+  stats(): EngineStats {
+    return {
+      state: this.#state,
+      broker: this.broker.stats(),
+      pool: this.#pool.stats(),
+      workers: this.#workers.map((w) => ({
+        id: w.id,
+        status: w.status,
+        activity: w.activity,
+        evaluationId: w.current?.evaluation.id,
+        processed: w.processed,
+      })),
+      plans: { queueDepth: this.plans.depth, stateIndex: this.state.index },
+      slots: { allocated: this.slots.allocated, bytes: this.slots.byteLength },
+    };
+  }
+
+  #failUnknown(type: string): void {
+    const known = Object.keys(this.options.schedulers);
+    for (let delivery = this.broker.tryDequeue([type]); delivery !== undefined; delivery = this.broker.tryDequeue([type])) {
+      this.options.logger.warn({ evalId: delivery.evaluation.id, type }, 'evaluation type has no registered scheduler');
+      this.broker.fail(delivery.evaluation.id, delivery.token, new UnknownSchedulerError(type, known));
+    }
+  }
+
+  /** Pool utilization in [0, 1] as Piscina measures it. */
+  utilization(): number {
+    return this.#pool.piscina.utilization;
+  }
+
+  /**
+   * Stops workers, tasks and threads. Evaluations in hand get `graceMs` to finish; after that they are canceled
+   * (the thread sees it in shared memory) and given back to the broker with a nack; a thread that does not let go
+   * is terminated. Task runs in flight are canceled and logged `canceled`. Nothing is lost: every evaluation ends
+   * acked or back in the broker.
+   */
+  stop(options: StopOptions = {}): Promise<void> {
+    this.#stopping ??= this.#stop(options.graceMs ?? 5_000);
+    return this.#stopping;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
+
+  async #stop(graceMs: number): Promise<void> {
+    if (this.#state === EngineState.CREATED) {
+      this.#state = EngineState.STOPPED;
+      return;
+    }
+    this.#state = EngineState.STOPPING;
+    const workersDone = Promise.all(this.#workers.map((w) => w.stop()));
+    let forced = false;
+    if (!(await withinGrace(workersDone, graceMs, this.options.clock))) {
+      forced = true;
+      for (const worker of this.#workers) worker.cancelCurrent();
+      // Cooperative schedulers stop within microseconds; give them a moment, then take the threads down.
+      if (!(await withinGrace(workersDone, Math.min(100, this.options.cancelGraceMs), this.options.clock))) {
+        await this.#pool.stop({ force: true });
+      }
+    }
+    await workersDone;
+    await this.#pool.stop({ force: forced });
+    this.plans.stop();
+    this.#state = EngineState.STOPPED;
+    this.events.emit('engine:stop', { requeued: this.broker.stats().totalReady, forced });
+  }
+}
+
+/** Resolves true if `work` settles within `ms` on the clock, false otherwise. */
+async function withinGrace(work: Promise<unknown>, ms: number, clock: ResolvedEngineOptions['clock']): Promise<boolean> {
+  let timer: ReturnType<typeof clock.setTimer> | undefined;
+  const timeout = new Promise<false>((resolve) => (timer = clock.setTimer(() => resolve(false), ms)));
+  const result = await Promise.race([work.then(() => true as const), timeout]);
+  if (timer !== undefined) clock.clearTimer(timer);
+  return result;
+}
+
+/** Creates an engine (validating every option with typed errors); call `start()` to run it. */
+export function createEngine(options: EngineOptions = {}): Engine {
+  return new Engine(options);
+}

@@ -1,0 +1,238 @@
+/**
+ * Every engine option, its default and its validation, in one place. The README's options table is checked
+ * against `engineDefaults` by a test, so the two cannot drift.
+ */
+import { existsSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { isAbsolute, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { resolveBackoffOptions, type BackoffOptions, type ResolvedBackoffOptions } from './backoff.js';
+import type { EvalBrokerOptions } from './broker/broker-options.js';
+import { systemClock, type Clock } from './clock.js';
+import { InvalidOptionError } from './errors.js';
+import { createDefaultLogger, isLogger, type Logger } from './observability/logger.js';
+import { isRegistry, Registry } from './observability/metrics.js';
+import type { ModuleRef } from './pool/messages.js';
+import type { ResourceLimits } from './pool/thread-pool.js';
+import type { EvaluatePlan } from './state/types.js';
+
+/** A user module: a path (absolute, or relative to the working directory), a `file:` URL, or either with an export name. */
+export type ModuleSpec = string | URL | { readonly module: string | URL; readonly export?: string };
+
+export interface EngineOptions {
+  /** Pool threads: a count, or `{ min, max }` to grow under load and shrink when idle. */
+  readonly threads?: number | { readonly min: number; readonly max: number };
+  /** Scheduling workers (Nomad's `num_schedulers`): how many evaluations may be in flight at once. */
+  readonly workers?: number;
+  /** Evaluation type → scheduler module (default export unless named). Only these ever run. */
+  readonly schedulers?: Readonly<Record<string, ModuleSpec>>;
+  /** Task handler name → handler module. Only these ever run. */
+  readonly handlers?: Readonly<Record<string, ModuleSpec>>;
+  /** Backoff of workers after dequeue errors, and of task retries. */
+  readonly backoff?: BackoffOptions;
+  /** Options of the evaluation broker (`clock`, `logger`, `registry` come from the engine). */
+  readonly broker?: Omit<EvalBrokerOptions, 'clock' | 'logger' | 'registry' | 'extendNackDeadline'>;
+  /** How long one dequeue waits before the worker checks for shutdown, ms. */
+  readonly dequeueTimeoutMs?: number;
+  /** How long a thread waits for its replica to reach an evaluation's index before the evaluation is nacked, ms. */
+  readonly syncLimitMs?: number;
+  /** Scheduler runs per evaluation while its plan keeps being partly rejected. */
+  readonly maxPlanAttempts?: number;
+  /** How long canceled work may keep running before its thread is terminated, ms. */
+  readonly cancelGraceMs?: number;
+  /** Most items in flight on one thread (what one batch, and one crash, can hold). */
+  readonly batchSize?: number;
+  /** A thread above `threads.min` idle this long is stopped, ms. */
+  readonly idleTimeoutMs?: number;
+  /** Tables of the state store. */
+  readonly tables?: readonly string[];
+  /** Optional plan check run by the plan applier (Nomad's per-node fit check): returns the writes to reject. */
+  readonly evaluatePlan?: EvaluatePlan;
+  /** Interval of the task ticker, ms. The ticker also wakes at the earliest due time. */
+  readonly tickMs?: number;
+  /** Piscina `resourceLimits` for every pool thread. */
+  readonly resourceLimits?: ResourceLimits;
+  /** Largest evaluation payload accepted by `engine.enqueue`, bytes (of its JSON form). */
+  readonly maxPayloadBytes?: number;
+  readonly logger?: Logger;
+  readonly registry?: Registry;
+  readonly clock?: Clock;
+}
+
+/** Defaults. `threads` and `workers` depend on the machine; see `defaultThreads` and `defaultWorkers`. */
+export const engineDefaults = Object.freeze({
+  dequeueTimeoutMs: 500,
+  syncLimitMs: 5_000,
+  maxPlanAttempts: 5,
+  cancelGraceMs: 1_000,
+  batchSize: 64,
+  idleTimeoutMs: 30_000,
+  tickMs: 1_000,
+  maxPayloadBytes: 1_048_576,
+  /** Workers per pool thread when `workers` is not set: enough in flight to fill every thread's batch. */
+  workersPerThread: 64,
+});
+
+export function defaultThreads(): number {
+  return availableParallelism();
+}
+
+export interface ResolvedEngineOptions {
+  readonly threads: { readonly min: number; readonly max: number };
+  readonly workers: number;
+  readonly schedulers: Readonly<Record<string, ModuleRef>>;
+  readonly handlers: Readonly<Record<string, ModuleRef>>;
+  readonly backoff: ResolvedBackoffOptions;
+  readonly broker: NonNullable<EngineOptions['broker']>;
+  readonly dequeueTimeoutMs: number;
+  readonly syncLimitMs: number;
+  readonly maxPlanAttempts: number;
+  readonly cancelGraceMs: number;
+  readonly batchSize: number;
+  readonly idleTimeoutMs: number;
+  readonly tables: readonly string[];
+  readonly evaluatePlan: EvaluatePlan | undefined;
+  readonly tickMs: number;
+  readonly resourceLimits: ResourceLimits | undefined;
+  readonly maxPayloadBytes: number;
+  readonly logger: Logger;
+  readonly registry: Registry;
+  readonly clock: Clock;
+}
+
+const MAX_THREADS = 512;
+
+function integer(o: Record<string, unknown>, key: string, min: number, max: number, fallback: number): number {
+  const value = o[key] ?? fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new InvalidOptionError(key, `an integer from ${min} to ${max}`, value);
+  }
+  return value;
+}
+
+function resolveThreads(value: unknown): { min: number; max: number } {
+  if (value === undefined) {
+    const n = defaultThreads();
+    return { min: n, max: n };
+  }
+  if (typeof value === 'number') {
+    if (!Number.isInteger(value) || value < 1 || value > MAX_THREADS) {
+      throw new InvalidOptionError('threads', `an integer from 1 to ${MAX_THREADS}`, value);
+    }
+    return { min: value, max: value };
+  }
+  if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
+    const t = value as Record<string, unknown>;
+    const min = integer(t, 'min', 1, MAX_THREADS, Number.NaN);
+    const max = integer(t, 'max', 1, MAX_THREADS, Number.NaN);
+    if (max < min) throw new InvalidOptionError('threads.max', `an integer >= threads.min (${min})`, max);
+    return { min, max };
+  }
+  throw new InvalidOptionError('threads', `an integer from 1 to ${MAX_THREADS} or { min, max }`, value);
+}
+
+/** Resolves a module spec to a `file:` URL that exists, and an export name. */
+export function resolveModuleRef(name: string, spec: unknown): ModuleRef {
+  let module: unknown = spec;
+  let exportName: unknown = 'default';
+  if (spec !== null && typeof spec === 'object' && !(spec instanceof URL)) {
+    module = (spec as Record<string, unknown>)['module'];
+    exportName = (spec as Record<string, unknown>)['export'] ?? 'default';
+  }
+  if (typeof exportName !== 'string' || exportName.length === 0) {
+    throw new InvalidOptionError(`${name}.export`, 'a non-empty export name', exportName);
+  }
+  let url: URL;
+  if (module instanceof URL) url = module;
+  else if (typeof module === 'string' && module.startsWith('file:')) url = new URL(module);
+  else if (typeof module === 'string' && module.length > 0) url = pathToFileURL(isAbsolute(module) ? module : resolve(module));
+  else throw new InvalidOptionError(name, 'a module path, a file: URL, or { module, export }', spec);
+  if (url.protocol !== 'file:' || !existsSync(fileURLToPath(url))) {
+    throw new InvalidOptionError(name, 'the path or file: URL of an existing module', module instanceof URL ? module.href : module);
+  }
+  return { url: url.href, exportName };
+}
+
+function resolveModules(key: string, value: unknown): Record<string, ModuleRef> {
+  if (value === undefined) return {};
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new InvalidOptionError(key, 'an object mapping names to modules', value);
+  }
+  const out: Record<string, ModuleRef> = {};
+  for (const [name, spec] of Object.entries(value)) {
+    if (name.length === 0 || name === '_failed') throw new InvalidOptionError(`${key} name`, 'a non-empty name other than `_failed`', name);
+    out[name] = resolveModuleRef(`${key}.${name}`, spec);
+  }
+  return out;
+}
+
+function object(key: string, value: unknown): Record<string, unknown> | undefined {
+  if (value === undefined) return undefined;
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new InvalidOptionError(key, 'an object', value);
+  return value as Record<string, unknown>;
+}
+
+const knownKeys = new Set<string>([
+  'threads', 'workers', 'schedulers', 'handlers', 'backoff', 'broker', 'dequeueTimeoutMs', 'syncLimitMs', 'maxPlanAttempts',
+  'cancelGraceMs', 'batchSize', 'idleTimeoutMs', 'tables', 'evaluatePlan', 'tickMs', 'resourceLimits', 'maxPayloadBytes',
+  'logger', 'registry', 'clock',
+]);
+
+/** Validates `createEngine` options (typed errors naming the option) and fills in every default. */
+export function resolveEngineOptions(options: unknown): ResolvedEngineOptions {
+  const o = object('options', options ?? {})!;
+  for (const key of Object.keys(o)) {
+    if (!knownKeys.has(key)) throw new InvalidOptionError(key, `a known option (${[...knownKeys].join(', ')})`, key);
+  }
+  const d = engineDefaults;
+  const threads = resolveThreads(o['threads']);
+  const workers = integer(o, 'workers', 1, 100_000, threads.max * d.workersPerThread);
+  const tables = o['tables'] ?? [];
+  if (!Array.isArray(tables) || tables.some((t) => typeof t !== 'string' || t.length === 0)) {
+    throw new InvalidOptionError('tables', 'an array of non-empty table names', tables);
+  }
+  const evaluatePlan = o['evaluatePlan'];
+  if (evaluatePlan !== undefined && typeof evaluatePlan !== 'function') {
+    throw new InvalidOptionError('evaluatePlan', 'a function (state, plan) => rejected writes', evaluatePlan);
+  }
+  const logger = o['logger'] ?? createDefaultLogger();
+  if (!isLogger(logger)) throw new InvalidOptionError('logger', 'a pino logger', logger);
+  const registry = o['registry'] ?? new Registry();
+  if (!isRegistry(registry)) throw new InvalidOptionError('registry', 'a prom-client Registry', registry);
+  const clock = o['clock'] ?? systemClock;
+  const c = clock as Partial<Clock>;
+  if (typeof c.now !== 'function' || typeof c.setTimer !== 'function' || typeof c.clearTimer !== 'function') {
+    throw new InvalidOptionError('clock', 'a Clock with now(), setTimer() and clearTimer()', clock);
+  }
+  const limits = object('resourceLimits', o['resourceLimits']);
+  if (limits !== undefined) {
+    for (const [k, v] of Object.entries(limits)) {
+      if (!['maxOldGenerationSizeMb', 'maxYoungGenerationSizeMb', 'codeRangeSizeMb', 'stackSizeMb'].includes(k)) {
+        throw new InvalidOptionError(`resourceLimits.${k}`, 'one of maxOldGenerationSizeMb, maxYoungGenerationSizeMb, codeRangeSizeMb, stackSizeMb', k);
+      }
+      if (typeof v !== 'number' || !(v > 0)) throw new InvalidOptionError(`resourceLimits.${k}`, 'a positive number of MB', v);
+    }
+  }
+  return {
+    threads,
+    workers,
+    schedulers: resolveModules('schedulers', o['schedulers']),
+    handlers: resolveModules('handlers', o['handlers']),
+    backoff: resolveBackoffOptions(o['backoff']),
+    broker: (object('broker', o['broker']) ?? {}) as NonNullable<EngineOptions['broker']>,
+    dequeueTimeoutMs: integer(o, 'dequeueTimeoutMs', 0, 3_600_000, d.dequeueTimeoutMs),
+    syncLimitMs: integer(o, 'syncLimitMs', 1, 3_600_000, d.syncLimitMs),
+    maxPlanAttempts: integer(o, 'maxPlanAttempts', 1, 1000, d.maxPlanAttempts),
+    cancelGraceMs: integer(o, 'cancelGraceMs', 0, 3_600_000, d.cancelGraceMs),
+    batchSize: integer(o, 'batchSize', 1, 65_536, d.batchSize),
+    idleTimeoutMs: integer(o, 'idleTimeoutMs', 1, 86_400_000, d.idleTimeoutMs),
+    tables: tables as string[],
+    evaluatePlan: evaluatePlan as EvaluatePlan | undefined,
+    tickMs: integer(o, 'tickMs', 1, 86_400_000, d.tickMs),
+    resourceLimits: limits as ResourceLimits | undefined,
+    maxPayloadBytes: integer(o, 'maxPayloadBytes', 1, 2 ** 31 - 1, d.maxPayloadBytes),
+    logger,
+    registry,
+    clock: clock as Clock,
+  };
+}

@@ -1,0 +1,90 @@
+/**
+ * Messages between the main thread and pool threads: discriminated unions, handled with exhaustive switches.
+ * Imported by both sides, so it holds types and tiny helpers only.
+ *
+ * One `work` message carries the change sets a thread has not seen yet followed by new items. A port delivers
+ * messages in order, so a thread always applies every commit that preceded an item before it runs that item.
+ */
+import type { WireError } from '../errors.js';
+import type { ChangeSet } from '../state/types.js';
+
+/** A module reference resolved on main: an absolute `file:` URL and the export to call. */
+export interface ModuleRef {
+  readonly url: string;
+  readonly exportName: string;
+}
+
+/** Evaluation as it crosses to a thread (structured clone of what the broker holds). */
+export interface WireEvaluation {
+  readonly id: string;
+  readonly type: string;
+  readonly modifyIndex: number;
+  readonly [field: string]: unknown;
+}
+
+/** Task run as it crosses to a thread. */
+export interface WireRun {
+  readonly taskId: string;
+  readonly runId: string;
+  readonly scheduledFor: number;
+  readonly runAt: number;
+}
+
+interface ItemBase {
+  /** Per-pool sequence number: the key of the pending promise on main. */
+  readonly seq: number;
+  /** Slot and generation the main thread claimed for this item; the thread must `start` them before running. */
+  readonly slot: number;
+  readonly generation: number;
+  readonly attempt: number;
+}
+
+export interface EvalItem extends ItemBase {
+  readonly kind: 'eval';
+  readonly evaluation: WireEvaluation;
+  /** The replica must reach this index first (the evaluation's modifyIndex, or a plan's refreshIndex). */
+  readonly minIndex: number;
+  readonly syncLimitMs: number;
+}
+
+export interface RunItem extends ItemBase {
+  readonly kind: 'run';
+  readonly run: WireRun;
+  readonly handler: string;
+  readonly payload: unknown;
+}
+
+export type WorkItem = EvalItem | RunItem;
+
+export interface ThreadInit {
+  readonly threadIndex: number;
+  readonly slotBuffer: SharedArrayBuffer;
+  /** Int32 per thread: the replica's applied index, published by the thread. */
+  readonly indexBuffer: SharedArrayBuffer;
+  readonly schedulers: Readonly<Record<string, ModuleRef>>;
+  readonly handlers: Readonly<Record<string, ModuleRef>>;
+  readonly full: ChangeSet;
+  readonly logLevel: string;
+}
+
+export type MainToThread =
+  | { readonly type: 'work'; readonly changes: readonly ChangeSet[]; readonly items: readonly WorkItem[] }
+  | { readonly type: 'reset'; readonly full: ChangeSet }
+  | { readonly type: 'stop' };
+
+export type ItemOutcome =
+  /** `waitedMs`: time spent in waitForIndex before the scheduler ran. */
+  | { readonly seq: number; readonly status: 'ok'; readonly value: unknown; readonly waitedMs: number }
+  | { readonly seq: number; readonly status: 'error'; readonly error: WireError; readonly retryable: boolean }
+  /** The slot was canceled (or had moved on) before or while the item ran. */
+  | { readonly seq: number; readonly status: 'canceled' };
+
+export type ThreadToMain =
+  | { readonly type: 'ready'; readonly threadIndex: number }
+  | { readonly type: 'results'; readonly results: readonly ItemOutcome[] }
+  /** The replica saw a gap in the change stream and needs a full state. */
+  | { readonly type: 'resync'; readonly appliedIndex: number };
+
+export function assertNever(value: never): never {
+  throw new Error(`Unexpected message: ${JSON.stringify(value)}`);
+}

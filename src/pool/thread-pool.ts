@@ -1,0 +1,477 @@
+/**
+ * The dispatcher: one long-lived loop task per Piscina thread, fed through its own `MessagePort`.
+ *
+ * Why not one `piscina.run()` per evaluation: Piscina spends ~25 µs of main-thread CPU per task, more than the
+ * rest of the engine spends on an evaluation. Here Piscina manages thread lifecycles (start, replacement after a
+ * crash, termination on abort, resource limits) and items travel in batches:
+ * - a thread with nothing in flight gets an item at once (no batching when idle: lowest latency);
+ * - otherwise items queue and are flushed once per event-loop turn (`setImmediate`), split across threads by how
+ *   much each has in flight, at most `batchSize` in flight per thread (what a crash can take with it);
+ * - results stream back per thread, and each results message refills that thread.
+ * Change sets of the state store ride in front of items in the same message, so a thread's replica is never
+ * behind the state an item was dispatched against.
+ *
+ * Accounting: every dispatched item settles exactly once — with the thread's outcome, or with `lost` when its
+ * thread died or was terminated (crash, resource limit, or a canceled item that ignored cancel past the grace).
+ */
+import { MessageChannel, type MessagePort } from 'node:worker_threads';
+import { Piscina } from 'piscina';
+import type { Clock, TimerHandle } from '../clock.js';
+import { ResourceLimitError, ThreadExitedError, TickpoolError, fromWire, toWire } from '../errors.js';
+import type { Logger } from '../observability/logger.js';
+import { SlotState } from '../slots/slot-layout.js';
+import type { SlotTable } from '../slots/slot-table.js';
+import type { StateStore } from '../state/state-store.js';
+import type { ChangeSet } from '../state/types.js';
+import type { EvalItem, ItemOutcome, MainToThread, ModuleRef, RunItem, ThreadInit, ThreadToMain, WorkItem } from './messages.js';
+import { assertNever } from './messages.js';
+
+export type Outcome =
+  | { readonly status: 'ok'; readonly value: unknown; readonly waitedMs: number }
+  | { readonly status: 'error'; readonly error: TickpoolError; readonly retryable: boolean }
+  | { readonly status: 'canceled' }
+  /** The thread died with the item on it. */
+  | { readonly status: 'lost'; readonly error: TickpoolError };
+
+type DistributiveOmit<T, K extends keyof T> = T extends unknown ? Omit<T, K> : never;
+export type ItemRequest = DistributiveOmit<EvalItem, 'seq'> | DistributiveOmit<RunItem, 'seq'>;
+
+export interface ResourceLimits {
+  readonly maxOldGenerationSizeMb?: number;
+  readonly maxYoungGenerationSizeMb?: number;
+  readonly codeRangeSizeMb?: number;
+  readonly stackSizeMb?: number;
+}
+
+export interface ThreadPoolOptions {
+  readonly minThreads: number;
+  readonly maxThreads: number;
+  readonly slots: SlotTable;
+  readonly state: StateStore;
+  readonly schedulers: Readonly<Record<string, ModuleRef>>;
+  readonly handlers: Readonly<Record<string, ModuleRef>>;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** Most items in flight on one thread. */
+  readonly batchSize: number;
+  /** How long a canceled item may keep running before its thread is terminated. */
+  readonly cancelGraceMs: number;
+  /** A thread above `minThreads` idle this long is stopped. */
+  readonly idleTimeoutMs: number;
+  readonly resourceLimits?: ResourceLimits | undefined;
+  /** Told when a thread ended unexpectedly (crash, resource limit, termination) and how many items it held. */
+  readonly onThreadExit?: (exit: ThreadExit) => void;
+}
+
+export interface ThreadExit {
+  readonly threadIndex: number;
+  readonly reason: TickpoolError;
+  readonly heldItems: number;
+}
+
+interface Pending {
+  readonly item: WorkItem;
+  readonly resolve: (outcome: Outcome) => void;
+}
+
+interface Channel {
+  readonly index: number;
+  readonly port: MessagePort;
+  readonly abort: AbortController;
+  readonly inflight: Map<number, Pending>;
+  changes: ChangeSet[];
+  ready: boolean;
+  dead: boolean;
+  stopping: boolean;
+  idleTimer: TimerHandle | undefined;
+  /** Why main terminated it, when it did. */
+  terminatedFor: TickpoolError | undefined;
+}
+
+export interface ThreadPoolStats {
+  readonly threads: number;
+  readonly inflight: number;
+  readonly queued: number;
+  readonly dispatched: number;
+  readonly settled: number;
+  readonly threadExits: number;
+  readonly perThread: ReadonlyArray<{ readonly index: number; readonly inflight: number; readonly appliedIndex: number }>;
+}
+
+export class ThreadPool {
+  readonly #options: ThreadPoolOptions;
+  readonly #piscina: Piscina;
+  readonly #indexBuffer: SharedArrayBuffer;
+  readonly #appliedIndex: Int32Array;
+  readonly #channels: (Channel | undefined)[] = [];
+  #queue: Pending[] = [];
+  #queueHead = 0;
+  #seq = 0;
+  #flushScheduled = false;
+  #stopping = false;
+  #dispatched = 0;
+  #settled = 0;
+  #threadExits = 0;
+  readonly #unsubscribe: () => void;
+  readonly #loops = new Set<Promise<void>>();
+  #readyWaiters: Array<() => void> = [];
+
+  constructor(options: ThreadPoolOptions) {
+    this.#options = options;
+    this.#indexBuffer = new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT * options.maxThreads);
+    this.#appliedIndex = new Int32Array(this.#indexBuffer);
+    this.#piscina = new Piscina({
+      filename: new URL('../thread/entry.js', import.meta.url).href,
+      minThreads: options.minThreads,
+      maxThreads: options.maxThreads,
+      // Each thread runs exactly one long-lived loop task; the loop keeps its event loop alive, so Piscina's
+      // atomics wait between tasks never applies to a thread that is serving work.
+      concurrentTasksPerWorker: 1,
+      atomics: 'disabled',
+      idleTimeout: 1000,
+      ...(options.resourceLimits === undefined ? {} : { resourceLimits: { ...options.resourceLimits } }),
+    });
+    // An error event from Piscina with no listener would throw; thread deaths are handled per loop task.
+    this.#piscina.on('error', (error: unknown) => options.logger.warn({ err: error }, 'pool thread error'));
+    this.#unsubscribe = options.state.onChange((change) => this.#onCommit(change));
+  }
+
+  /** Starts `minThreads` loops and resolves once they are ready. */
+  async start(): Promise<void> {
+    for (let i = 0; i < this.#options.minThreads; i++) this.#spawn(i);
+    await this.#whenReady(this.#options.minThreads);
+  }
+
+  get threadCount(): number {
+    return this.#channels.filter((c) => c !== undefined && !c.dead).length;
+  }
+
+  /** Piscina's own view, for utilization reporting. */
+  get piscina(): Piscina {
+    return this.#piscina;
+  }
+
+  /** Sends an item to a thread; the promise settles exactly once, never rejects. */
+  dispatch(request: ItemRequest): Promise<Outcome> {
+    return new Promise<Outcome>((resolve) => {
+      const pending: Pending = { item: { ...request, seq: ++this.#seq } as WorkItem, resolve };
+      this.#dispatched++;
+      if (this.#stopping) {
+        this.#settle(pending, { status: 'lost', error: new ThreadExitedError('Expected a running pool, but it is stopping') });
+        return;
+      }
+      if (this.#queueHead === this.#queue.length) {
+        const idle = this.#idleChannel();
+        if (idle !== undefined) {
+          this.#send(idle, [pending]);
+          return;
+        }
+      }
+      this.#queue.push(pending);
+      this.#scheduleFlush();
+    });
+  }
+
+  /**
+   * Asks the item in `slot` to stop (the thread reads the word), and terminates its thread if the item is still
+   * running there after the grace period. The item's dispatch then settles as `canceled` or `lost`.
+   */
+  cancel(slot: number, generation: number): boolean {
+    const { slots, clock, cancelGraceMs } = this.#options;
+    if (!slots.cancel(slot, generation)) return false;
+    clock.setTimer(() => {
+      if (slots.generation(slot) !== generation || slots.state(slot) !== SlotState.CANCEL) return;
+      const owner = slots.owner(slot);
+      if (owner === 0) return; // never started: the thread will skip it
+      const channel = this.#channels[owner - 1];
+      if (channel === undefined || channel.dead) return;
+      this.#options.logger.warn({ thread: channel.index, slot }, 'canceled work ignored cancel past the grace period; terminating its thread');
+      channel.terminatedFor = new ThreadExitedError(`Thread ${channel.index} was terminated: an item ignored cancel for ${cancelGraceMs} ms`);
+      channel.abort.abort();
+    }, cancelGraceMs, { unref: true });
+    return true;
+  }
+
+  /** Replica index each thread has applied (read from shared memory). */
+  appliedIndex(threadIndex: number): number {
+    return Atomics.load(this.#appliedIndex, threadIndex);
+  }
+
+  stats(): ThreadPoolStats {
+    const perThread = this.#channels
+      .filter((c): c is Channel => c !== undefined && !c.dead)
+      .map((c) => ({ index: c.index, inflight: c.inflight.size, appliedIndex: this.appliedIndex(c.index) }));
+    return {
+      threads: perThread.length,
+      inflight: perThread.reduce((n, t) => n + t.inflight, 0),
+      queued: this.#queue.length - this.#queueHead,
+      dispatched: this.#dispatched,
+      settled: this.#settled,
+      threadExits: this.#threadExits,
+      perThread,
+    };
+  }
+
+  /**
+   * Stops every loop. Queued items and items still on threads settle as `lost` when `force` is set (threads are
+   * terminated); otherwise loops finish what they hold first.
+   */
+  async stop(options: { force?: boolean } = {}): Promise<void> {
+    this.#stopping = true;
+    this.#unsubscribe();
+    const lost = (): ThreadExitedError => new ThreadExitedError('Expected a running pool, but it was stopped');
+    for (let i = this.#queueHead; i < this.#queue.length; i++) this.#settle(this.#queue[i]!, { status: 'lost', error: lost() });
+    this.#queue = [];
+    this.#queueHead = 0;
+    for (const channel of this.#channels) {
+      if (channel === undefined || channel.dead) continue;
+      if (options.force === true) {
+        channel.terminatedFor = lost();
+        channel.abort.abort();
+      } else this.#stopChannel(channel);
+    }
+    await Promise.allSettled([...this.#loops]);
+    await this.#piscina.destroy();
+  }
+
+  #spawn(index: number): void {
+    const { port1, port2 } = new MessageChannel();
+    const channel: Channel = {
+      index,
+      port: port1,
+      abort: new AbortController(),
+      inflight: new Map(),
+      changes: [],
+      ready: false,
+      dead: false,
+      stopping: false,
+      idleTimer: undefined,
+      terminatedFor: undefined,
+    };
+    this.#channels[index] = channel;
+    const init: ThreadInit = {
+      threadIndex: index,
+      slotBuffer: this.#options.slots.buffer,
+      indexBuffer: this.#indexBuffer,
+      schedulers: this.#options.schedulers,
+      handlers: this.#options.handlers,
+      full: this.#options.state.full(),
+      logLevel: this.#options.logger.level,
+    };
+    port1.on('message', (message: ThreadToMain) => this.#onMessage(channel, message));
+    const loop = this.#piscina
+      .run({ port: port2, init }, { transferList: [port2], signal: channel.abort.signal })
+      .then(
+        () => this.#onLoopEnd(channel, undefined),
+        (error: unknown) => this.#onLoopEnd(channel, error),
+      );
+    this.#loops.add(loop);
+    void loop.finally(() => this.#loops.delete(loop));
+  }
+
+  #onMessage(channel: Channel, message: ThreadToMain): void {
+    switch (message.type) {
+      case 'ready':
+        channel.ready = true;
+        this.#notifyReady();
+        this.#flush();
+        return;
+      case 'results':
+        for (const result of message.results) {
+          const pending = channel.inflight.get(result.seq);
+          if (pending === undefined) continue;
+          channel.inflight.delete(result.seq);
+          this.#settle(pending, this.#toOutcome(result));
+        }
+        if (channel.inflight.size === 0) this.#armIdle(channel);
+        if (this.#queueHead < this.#queue.length) this.#flush();
+        return;
+      case 'resync': {
+        const full = this.#options.state.full();
+        channel.changes = [];
+        channel.port.postMessage({ type: 'reset', full } satisfies MainToThread);
+        return;
+      }
+      default:
+        assertNever(message);
+    }
+  }
+
+  #toOutcome(result: ItemOutcome): Outcome {
+    switch (result.status) {
+      case 'ok':
+        return { status: 'ok', value: result.value, waitedMs: result.waitedMs };
+      case 'canceled':
+        return { status: 'canceled' };
+      case 'error':
+        return { status: 'error', error: fromWire(result.error), retryable: result.retryable };
+      default:
+        return assertNever(result);
+    }
+  }
+
+  #onLoopEnd(channel: Channel, error: unknown): void {
+    channel.dead = true;
+    channel.ready = false;
+    if (channel.idleTimer !== undefined) this.#options.clock.clearTimer(channel.idleTimer);
+    channel.port.close();
+    if (this.#channels[channel.index] === channel) this.#channels[channel.index] = undefined;
+    const held = [...channel.inflight.values()];
+    channel.inflight.clear();
+    if (error !== undefined || held.length > 0) {
+      this.#threadExits++;
+      const reason = channel.terminatedFor ?? this.#describeExit(channel, error);
+      if (held.length > 0) this.#options.logger.warn({ thread: channel.index, items: held.length, err: reason }, 'pool thread ended holding work');
+      for (const pending of held) this.#settle(pending, { status: 'lost', error: reason });
+      this.#options.onThreadExit?.({ threadIndex: channel.index, reason, heldItems: held.length });
+    }
+    if (!this.#stopping && !channel.stopping) this.#spawn(channel.index);
+    else if (!this.#stopping && this.#queueHead < this.#queue.length) this.#flush();
+  }
+
+  #describeExit(channel: Channel, error: unknown): TickpoolError {
+    const code = (error as { code?: unknown } | undefined)?.code;
+    if (code === 'ERR_WORKER_OUT_OF_MEMORY') {
+      const limits = JSON.stringify(this.#options.resourceLimits ?? {});
+      return new ResourceLimitError(`Thread ${channel.index} exceeded its resource limits ${limits} and was stopped`, {
+        cause: error,
+        details: { resourceLimits: this.#options.resourceLimits },
+      });
+    }
+    const message = error instanceof Error ? error.message : 'ended unexpectedly';
+    return new ThreadExitedError(`Thread ${channel.index} exited: ${message}`, { cause: error, details: { wire: toWire(error) } });
+  }
+
+  #settle(pending: Pending, outcome: Outcome): void {
+    this.#settled++;
+    pending.resolve(outcome);
+  }
+
+  #idleChannel(): Channel | undefined {
+    for (const channel of this.#channels) {
+      if (channel !== undefined && channel.ready && !channel.stopping && channel.inflight.size === 0) return channel;
+    }
+    return undefined;
+  }
+
+  #scheduleFlush(): void {
+    if (this.#flushScheduled) return;
+    this.#flushScheduled = true;
+    setImmediate(() => {
+      this.#flushScheduled = false;
+      this.#flush();
+    });
+  }
+
+  #flush(): void {
+    const { batchSize } = this.#options;
+    const open = this.#channels.filter((c): c is Channel => c !== undefined && c.ready && !c.stopping);
+    while (this.#queueHead < this.#queue.length && open.length > 0) {
+      let best: Channel | undefined;
+      for (const c of open) if (best === undefined || c.inflight.size < best.inflight.size) best = c;
+      if (best === undefined || best.inflight.size >= batchSize) break;
+      const waiting = this.#queue.length - this.#queueHead;
+      const share = Math.ceil(waiting / open.length);
+      const take = Math.min(waiting, batchSize - best.inflight.size, Math.max(1, share));
+      this.#send(best, this.#queue.slice(this.#queueHead, this.#queueHead + take));
+      this.#queueHead += take;
+    }
+    if (this.#queueHead === this.#queue.length) {
+      this.#queue = [];
+      this.#queueHead = 0;
+    } else if (this.#queueHead > 4096) {
+      this.#queue = this.#queue.slice(this.#queueHead);
+      this.#queueHead = 0;
+    }
+    // Threads that got no items still need the commits, so a later waitForIndex on them does not stall.
+    for (const c of open) if (c.changes.length > 0) this.#send(c, []);
+    if (this.#queueHead < this.#queue.length) this.#maybeGrow();
+  }
+
+  #send(channel: Channel, batch: readonly Pending[]): void {
+    if (channel.idleTimer !== undefined) {
+      this.#options.clock.clearTimer(channel.idleTimer);
+      channel.idleTimer = undefined;
+    }
+    const items = batch.map((p) => p.item);
+    for (const p of batch) channel.inflight.set(p.item.seq, p);
+    const changes = channel.changes;
+    channel.changes = [];
+    try {
+      channel.port.postMessage({ type: 'work', changes, items } satisfies MainToThread);
+    } catch (error) {
+      // Something in the batch cannot be cloned; send the commits alone, then each item alone, failing only the
+      // items that cannot cross.
+      channel.port.postMessage({ type: 'work', changes, items: [] } satisfies MainToThread);
+      for (const p of batch) {
+        try {
+          channel.port.postMessage({ type: 'work', changes: [], items: [p.item] } satisfies MainToThread);
+        } catch (cloneError) {
+          channel.inflight.delete(p.item.seq);
+          this.#settle(p, {
+            status: 'error',
+            error: new TickpoolError(`Expected a structured-cloneable item, but it could not be sent to a thread`, { cause: cloneError ?? error }),
+            retryable: false,
+          });
+        }
+      }
+    }
+  }
+
+  #maybeGrow(): void {
+    const live = this.#channels.filter((c) => c !== undefined && !c.dead).length;
+    if (live >= this.#options.maxThreads) return;
+    for (let i = 0; i < this.#options.maxThreads; i++) {
+      if (this.#channels[i] === undefined) {
+        this.#spawn(i);
+        return;
+      }
+    }
+  }
+
+  #armIdle(channel: Channel): void {
+    const live = this.#channels.filter((c) => c !== undefined && !c.dead && !c.stopping).length;
+    if (live <= this.#options.minThreads || channel.idleTimer !== undefined) return;
+    channel.idleTimer = this.#options.clock.setTimer(() => {
+      channel.idleTimer = undefined;
+      if (channel.inflight.size === 0 && !channel.dead) this.#stopChannel(channel);
+    }, this.#options.idleTimeoutMs, { unref: true });
+  }
+
+  #stopChannel(channel: Channel): void {
+    channel.stopping = true;
+    channel.port.postMessage({ type: 'stop' } satisfies MainToThread);
+  }
+
+  #onCommit(change: ChangeSet): void {
+    let any = false;
+    for (const channel of this.#channels) {
+      if (channel === undefined || channel.dead) continue;
+      channel.changes.push(change);
+      any = true;
+    }
+    if (any) this.#scheduleFlush();
+  }
+
+  #whenReady(count: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const check = (): boolean => {
+        if (this.#channels.filter((c) => c?.ready === true).length >= count || this.#stopping) {
+          resolve();
+          return true;
+        }
+        return false;
+      };
+      const waiter = (): void => {
+        if (!check()) this.#readyWaiters.push(waiter);
+      };
+      if (!check()) this.#readyWaiters.push(waiter);
+    });
+  }
+
+  #notifyReady(): void {
+    const waiters = this.#readyWaiters;
+    this.#readyWaiters = [];
+    for (const w of waiters) w();
+  }
+}

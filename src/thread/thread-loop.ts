@@ -1,0 +1,199 @@
+/**
+ * The long-lived loop of one pool thread. Piscina owns the thread (creation, replacement after a crash,
+ * termination, resource limits); this loop owns the work: it keeps the replica current from the change stream,
+ * runs items one at a time (the work is CPU-bound: running two at once on one thread only interleaves them), and
+ * streams results back — coalesced while items complete back to back, flushed as soon as the queue runs dry or a
+ * millisecond has passed, so that a long item never holds the results of short ones.
+ */
+import type { MessagePort } from 'node:worker_threads';
+import { performance } from 'node:perf_hooks';
+import { pino } from 'pino';
+import { CanceledError, toWire } from '../errors.js';
+import type { Logger } from '../observability/logger.js';
+import type { ItemOutcome, MainToThread, ThreadInit, ThreadToMain, WorkItem } from '../pool/messages.js';
+import { assertNever } from '../pool/messages.js';
+import { ThreadPhase } from '../slots/slot-layout.js';
+import { SlotTable } from '../slots/slot-table.js';
+import { Replica } from '../state/replica.js';
+import type { ChangeSet } from '../state/types.js';
+import { ThreadWorkContext } from './context.js';
+import { IndexWaiter } from './index-waiter.js';
+import { ModuleTable, type UserFunction } from './modules.js';
+
+const FLUSH_AFTER_MS = 1;
+
+export class ThreadLoop {
+  readonly #port: MessagePort;
+  readonly #init: ThreadInit;
+  readonly #slots: SlotTable;
+  readonly #appliedIndex: Int32Array;
+  readonly #replica = new Replica();
+  readonly #waiter: IndexWaiter;
+  readonly #schedulers: ModuleTable;
+  readonly #handlers: ModuleTable;
+  readonly #logger: Logger;
+  #queue: WorkItem[] = [];
+  #head = 0;
+  #draining = false;
+  #outbox: ItemOutcome[] = [];
+  #lastFlush = 0;
+  #awaitingReset = false;
+  #stopped: (() => void) | undefined;
+
+  constructor(port: MessagePort, init: ThreadInit) {
+    this.#port = port;
+    this.#init = init;
+    this.#slots = SlotTable.attach(init.slotBuffer);
+    this.#appliedIndex = new Int32Array(init.indexBuffer);
+    this.#waiter = new IndexWaiter(() => this.#replica.appliedIndex);
+    this.#schedulers = new ModuleTable(init.schedulers, 'scheduler');
+    this.#handlers = new ModuleTable(init.handlers, 'handler');
+    this.#logger = pino({ name: 'tickpool-thread', level: init.logLevel }).child({ thread: init.threadIndex });
+    this.#replica.reset(init.full);
+    this.#publishIndex();
+  }
+
+  /** Runs until main says stop (or closes the port). */
+  async run(): Promise<void> {
+    await Promise.all([this.#schedulers.preload(), this.#handlers.preload()]);
+    const done = new Promise<void>((resolve) => (this.#stopped = resolve));
+    this.#port.on('message', (message: MainToThread) => this.#onMessage(message));
+    this.#port.once('close', () => this.#stopped?.());
+    this.#post({ type: 'ready', threadIndex: this.#init.threadIndex });
+    await done;
+    this.#port.close();
+  }
+
+  #onMessage(message: MainToThread): void {
+    switch (message.type) {
+      case 'work':
+        for (const change of message.changes) this.#applyChange(change);
+        if (message.items.length > 0) {
+          for (const item of message.items) this.#queue.push(item);
+          if (!this.#draining) void this.#drain();
+        }
+        return;
+      case 'reset':
+        this.#replica.reset(message.full);
+        this.#awaitingReset = false;
+        this.#publishIndex();
+        return;
+      case 'stop':
+        this.#stopped?.();
+        return;
+      default:
+        assertNever(message);
+    }
+  }
+
+  #applyChange(change: ChangeSet): void {
+    if (this.#awaitingReset) return;
+    if (change.index <= this.#replica.appliedIndex) return;
+    if (change.index !== this.#replica.appliedIndex + 1) {
+      // A gap can only mean a lost message; ask for the whole state rather than run on a wrong view.
+      this.#awaitingReset = true;
+      this.#post({ type: 'resync', appliedIndex: this.#replica.appliedIndex });
+      return;
+    }
+    this.#replica.apply(change);
+    this.#publishIndex();
+  }
+
+  #publishIndex(): void {
+    Atomics.store(this.#appliedIndex, this.#init.threadIndex, this.#replica.appliedIndex);
+    this.#waiter.applied();
+  }
+
+  async #drain(): Promise<void> {
+    this.#draining = true;
+    try {
+      while (this.#head < this.#queue.length) {
+        const item = this.#queue[this.#head]!;
+        this.#queue[this.#head++] = undefined as unknown as WorkItem;
+        this.#outbox.push(await this.#runItem(item));
+        if (this.#head >= this.#queue.length || performance.now() - this.#lastFlush >= FLUSH_AFTER_MS) this.#flush();
+      }
+    } finally {
+      this.#queue = [];
+      this.#head = 0;
+      this.#draining = false;
+      this.#flush();
+    }
+  }
+
+  async #runItem(item: WorkItem): Promise<ItemOutcome> {
+    const { slot, generation, seq } = item;
+    if (!this.#slots.start(slot, generation, this.#init.threadIndex + 1)) return { seq, status: 'canceled' };
+    const what = item.kind === 'eval' ? `evaluation ${JSON.stringify(item.evaluation.id)}` : `run ${JSON.stringify(item.run.runId)}`;
+    const ctx = new ThreadWorkContext({
+      slots: this.#slots,
+      slot,
+      generation,
+      attempt: item.attempt,
+      threadIndex: this.#init.threadIndex,
+      snapshot: () => this.#replica.snapshot(),
+      logger: () =>
+        this.#logger.child(item.kind === 'eval' ? { evalId: item.evaluation.id } : { taskId: item.run.taskId, runId: item.run.runId }),
+      waitForIndex: (index, limitMs) => this.#waiter.wait(index, limitMs),
+      defaultSyncLimitMs: item.kind === 'eval' ? item.syncLimitMs : 5000,
+      what,
+    });
+    try {
+      let fn: UserFunction;
+      let input: unknown;
+      let waitedMs = 0;
+      if (item.kind === 'eval') {
+        if (this.#replica.appliedIndex < item.minIndex) {
+          this.#slots.setPhase(slot, generation, ThreadPhase.WAITING_FOR_INDEX);
+          const waitStart = performance.now();
+          await this.#waiter.wait(item.minIndex, item.syncLimitMs);
+          waitedMs = performance.now() - waitStart;
+        }
+        this.#slots.setPhase(slot, generation, ThreadPhase.SCHEDULING);
+        fn = this.#schedulers.loaded(item.evaluation.type) ?? (await this.#schedulers.load(item.evaluation.type));
+        input = item.evaluation;
+      } else {
+        this.#slots.setPhase(slot, generation, ThreadPhase.RUNNING_TASK);
+        fn = this.#handlers.loaded(item.handler) ?? (await this.#handlers.load(item.handler));
+        input = { ...item.run, payload: item.payload };
+      }
+      const value = await fn(input, ctx);
+      return { seq, status: 'ok', value, waitedMs };
+    } catch (error) {
+      if (error instanceof CanceledError && this.#slots.isCanceled(slot, generation)) return { seq, status: 'canceled' };
+      return { seq, status: 'error', error: toWire(error), retryable: isRetryable(error) };
+    } finally {
+      ctx.close();
+    }
+  }
+
+  #flush(): void {
+    if (this.#outbox.length === 0) return;
+    const results = this.#outbox;
+    this.#outbox = [];
+    this.#lastFlush = performance.now();
+    try {
+      this.#port.postMessage({ type: 'results', results } satisfies ThreadToMain);
+    } catch {
+      // Some result could not be cloned (a scheduler returned a function, say): send them one by one and turn
+      // each one that fails into an error, so one bad value never costs the others their results.
+      for (const result of results) {
+        try {
+          this.#port.postMessage({ type: 'results', results: [result] } satisfies ThreadToMain);
+        } catch (error) {
+          const failure: ItemOutcome = { seq: result.seq, status: 'error', error: toWire(error), retryable: false };
+          this.#port.postMessage({ type: 'results', results: [failure] } satisfies ThreadToMain);
+        }
+      }
+    }
+  }
+
+  #post(message: ThreadToMain): void {
+    this.#port.postMessage(message);
+  }
+}
+
+/** A thrown value marks itself retryable with a truthy `retryable` property (as RunResult does). */
+function isRetryable(error: unknown): boolean {
+  return error !== null && typeof error === 'object' && (error as { retryable?: unknown }).retryable === true;
+}

@@ -1,0 +1,304 @@
+/**
+ * A scheduling worker: the seed's `Worker.run` loop on the main thread. Dequeue (backoff on errors, reset on
+ * success) → on shutdown nack and exit → dispatch to the pool, where the thread waits for its replica to reach
+ * the evaluation's index and runs the scheduler → submit the plan; re-run against the refreshed state while the
+ * plan is partly rejected → ack on success, nack on error. A worker holds one slot of the slot table; the thread
+ * reads cancel and writes heartbeats there.
+ */
+import { Backoff } from '../backoff.js';
+import type { EvalBroker } from '../broker/eval-broker.js';
+import type { Evaluation } from '../broker/evaluation.js';
+import type { Clock } from '../clock.js';
+import {
+  CanceledError,
+  InvalidPlanError,
+  InvalidStateError,
+  PlanAttemptsExhaustedError,
+  UnknownSchedulerError,
+  type TickpoolError,
+} from '../errors.js';
+import type { Logger } from '../observability/logger.js';
+import type { ThreadPool } from '../pool/thread-pool.js';
+import type { WireEvaluation } from '../pool/messages.js';
+import { ThreadPhase } from '../slots/slot-layout.js';
+import type { SlotTable } from '../slots/slot-table.js';
+import type { PlanApplier } from '../state/plan-applier.js';
+import type { Plan } from '../state/types.js';
+import type { WorkerMetrics } from './worker-metrics.js';
+import { WorkerActivity, WorkerStatus, workerTransitions, type WorkerActivityValue, type WorkerStatusValue } from './worker-status.js';
+
+export interface WorkerDeps {
+  readonly id: number;
+  readonly broker: EvalBroker;
+  readonly pool: ThreadPool;
+  readonly applier: PlanApplier;
+  readonly slots: SlotTable;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly metrics: WorkerMetrics;
+  readonly backoff: Backoff;
+  /** Evaluation types with a registered scheduler. */
+  readonly types: readonly string[];
+  readonly dequeueTimeoutMs: number;
+  readonly syncLimitMs: number;
+  readonly maxPlanAttempts: number;
+  /** Called when a delivery starts and ends, so the engine can map evaluation ids to workers. */
+  readonly onDelivery: (worker: SchedulingWorker, evaluationId: string, active: boolean) => void;
+}
+
+/** The delivery a worker holds right now. */
+export interface CurrentDelivery {
+  readonly evaluation: Evaluation;
+  readonly token: string;
+  generation: number;
+  /** Heartbeats seen when the nack deadline was last extended. */
+  heartbeatsSeen: number;
+}
+
+export class SchedulingWorker {
+  readonly #deps: WorkerDeps;
+  readonly #slot: number;
+  readonly #shutdown = new AbortController();
+  #status: WorkerStatusValue = WorkerStatus.STARTING;
+  #activity: WorkerActivityValue = WorkerActivity.IDLE;
+  #current: CurrentDelivery | undefined;
+  #resume: (() => void) | undefined;
+  #done: Promise<void> | undefined;
+  #processed = 0;
+
+  constructor(deps: WorkerDeps) {
+    this.#deps = deps;
+    this.#slot = deps.slots.allocate(1);
+  }
+
+  get id(): number {
+    return this.#deps.id;
+  }
+
+  get status(): WorkerStatusValue {
+    return this.#status;
+  }
+
+  /** What the worker is doing; while a thread runs its evaluation, read from the slot's phase in shared memory. */
+  get activity(): WorkerActivityValue {
+    if (this.#activity === WorkerActivity.SCHEDULING && this.#deps.slots.phase(this.#slot) === ThreadPhase.WAITING_FOR_INDEX) {
+      return WorkerActivity.WAITING_FOR_INDEX;
+    }
+    return this.#activity;
+  }
+
+  get current(): CurrentDelivery | undefined {
+    return this.#current;
+  }
+
+  get slot(): number {
+    return this.#slot;
+  }
+
+  get processed(): number {
+    return this.#processed;
+  }
+
+  start(): Promise<void> {
+    this.#done ??= this.#run();
+    return this.#done;
+  }
+
+  /** Takes effect at the next dequeue: the evaluation in hand is finished first. */
+  pause(): void {
+    if (this.#status === WorkerStatus.RUNNING) this.#setStatus(WorkerStatus.PAUSED);
+  }
+
+  resume(): void {
+    if (this.#status !== WorkerStatus.PAUSED) return;
+    this.#setStatus(WorkerStatus.RUNNING);
+    this.#resume?.();
+    this.#resume = undefined;
+  }
+
+  /** Asks the loop to end; a waiting dequeue is aborted, the evaluation in hand is finished or nacked. */
+  stop(): Promise<void> {
+    if (this.#status !== WorkerStatus.STOPPING && this.#status !== WorkerStatus.STOPPED) this.#setStatus(WorkerStatus.STOPPING);
+    this.#shutdown.abort();
+    this.#resume?.();
+    this.#resume = undefined;
+    return this.#done ?? Promise.resolve();
+  }
+
+  /** Cancels the evaluation in hand (the thread sees it in shared memory). */
+  cancelCurrent(): boolean {
+    const current = this.#current;
+    if (current === undefined) return false;
+    return this.#deps.pool.cancel(this.#slot, current.generation);
+  }
+
+  /** Heartbeats the thread wrote since the deadline was last extended: true means "extend". */
+  consumeHeartbeat(token: string): boolean {
+    const current = this.#current;
+    if (current === undefined || current.token !== token) return false;
+    const seen = this.#deps.slots.heartbeats(this.#slot);
+    if (seen <= current.heartbeatsSeen) return false;
+    current.heartbeatsSeen = seen;
+    return true;
+  }
+
+  async #run(): Promise<void> {
+    const { broker, types, dequeueTimeoutMs, backoff } = this.#deps;
+    const signal = this.#shutdown.signal;
+    if (this.#status === WorkerStatus.STARTING) this.#setStatus(WorkerStatus.RUNNING);
+    while (!signal.aborted) {
+      if (this.#status === WorkerStatus.PAUSED) {
+        this.#activity = WorkerActivity.IDLE;
+        await new Promise<void>((resolve) => (this.#resume = resolve));
+        continue;
+      }
+      this.#activity = WorkerActivity.DEQUEUING;
+      let delivery: { evaluation: Evaluation; token: string } | undefined;
+      try {
+        delivery = broker.tryDequeue(types) ?? (await broker.dequeue(types, dequeueTimeoutMs, signal));
+      } catch (error) {
+        if (signal.aborted) break;
+        this.#deps.logger.warn({ err: error, worker: this.id }, 'failed to dequeue evaluation');
+        this.#activity = WorkerActivity.BACKOFF;
+        if (await backoff.wait(signal)) break;
+        continue;
+      }
+      backoff.reset();
+      if (delivery === undefined) continue;
+      if (signal.aborted) {
+        // The seed: a worker that finds shutdown after a dequeue gives the evaluation back.
+        this.#nack(delivery.evaluation, delivery.token, new CanceledError('Engine is stopping'));
+        break;
+      }
+      await this.#process(delivery.evaluation, delivery.token);
+    }
+    this.#activity = WorkerActivity.IDLE;
+    if (this.#status !== WorkerStatus.STOPPING) this.#setStatus(WorkerStatus.STOPPING);
+    this.#setStatus(WorkerStatus.STOPPED);
+  }
+
+  async #process(evaluation: Evaluation, token: string): Promise<void> {
+    const { pool, slots, types, metrics } = this.#deps;
+    if (!types.includes(evaluation.type)) {
+      this.#fail(evaluation, token, new UnknownSchedulerError(evaluation.type, types));
+      return;
+    }
+    this.#current = { evaluation, token, generation: -1, heartbeatsSeen: 0 };
+    this.#deps.onDelivery(this, evaluation.id, true);
+    let minIndex = evaluation.modifyIndex ?? 0;
+    try {
+      for (let attempt = 1; ; attempt++) {
+        const generation = slots.claim(this.#slot);
+        if (generation < 0) throw new InvalidStateError(`Expected worker ${this.id}'s slot to be idle before a dispatch`);
+        this.#current.generation = generation;
+        this.#activity = WorkerActivity.SCHEDULING;
+        const started = metrics.startScheduling();
+        const outcome = await pool.dispatch({
+          kind: 'eval',
+          slot: this.#slot,
+          generation,
+          attempt,
+          evaluation: evaluation as unknown as WireEvaluation,
+          minIndex,
+          syncLimitMs: this.#deps.syncLimitMs,
+        });
+        slots.finish(this.#slot, generation);
+        metrics.endScheduling(evaluation.type, started, outcome.status === 'ok' ? outcome.waitedMs : 0);
+        if (outcome.status === 'canceled') {
+          this.#nack(evaluation, token, new CanceledError(`Evaluation ${JSON.stringify(evaluation.id)} was canceled`));
+          return;
+        }
+        if (outcome.status !== 'ok') {
+          this.#nack(evaluation, token, outcome.error);
+          return;
+        }
+        const plan = outcome.value;
+        if (plan === undefined || plan === null) {
+          this.#ack(evaluation, token);
+          return;
+        }
+        if (!isPlanShape(plan)) {
+          this.#nack(evaluation, token, new InvalidPlanError('plan', 'undefined or { writes: PlanWrite[], allAtOnce? }', plan));
+          return;
+        }
+        this.#activity = WorkerActivity.SUBMITTING;
+        const submitted = metrics.startSubmit();
+        let result;
+        try {
+          result = await this.#deps.applier.submit({
+            writes: plan.writes,
+            allAtOnce: plan.allAtOnce === true,
+            evalId: evaluation.id,
+            priority: evaluation.priority,
+          });
+        } catch (error) {
+          this.#nack(evaluation, token, error as Error);
+          return;
+        } finally {
+          metrics.endSubmit(submitted);
+        }
+        if (result.rejected.length === 0) {
+          this.#ack(evaluation, token);
+          return;
+        }
+        if (attempt >= this.#deps.maxPlanAttempts) {
+          const reason = `${result.rejected.length} of ${plan.writes.length} writes were rejected on the last attempt`;
+          this.#fail(evaluation, token, new PlanAttemptsExhaustedError(evaluation.id, attempt, reason));
+          return;
+        }
+        // Partial commit: run the scheduler again once the thread's replica shows the state that rejected us.
+        minIndex = Math.max(minIndex, result.refreshIndex);
+        metrics.planRefreshed();
+        if (this.#shutdown.signal.aborted) {
+          this.#nack(evaluation, token, new CanceledError('Engine is stopping'));
+          return;
+        }
+      }
+    } finally {
+      this.#processed++;
+      this.#current = undefined;
+      this.#deps.onDelivery(this, evaluation.id, false);
+      this.#activity = WorkerActivity.IDLE;
+    }
+  }
+
+  #ack(evaluation: Evaluation, token: string): void {
+    try {
+      this.#deps.broker.ack(evaluation.id, token);
+    } catch (error) {
+      // An ack after the nack deadline fired loses to the nack: the evaluation was redelivered, nothing is lost.
+      this.#deps.logger.debug({ err: error, evalId: evaluation.id }, 'ack refused');
+      this.#deps.metrics.refused('ack', (error as TickpoolError).code);
+    }
+  }
+
+  #nack(evaluation: Evaluation, token: string, reason: Error): void {
+    try {
+      this.#deps.broker.nack(evaluation.id, token, reason);
+    } catch (error) {
+      this.#deps.logger.debug({ err: error, evalId: evaluation.id }, 'nack refused');
+      this.#deps.metrics.refused('nack', (error as TickpoolError).code);
+    }
+  }
+
+  #fail(evaluation: Evaluation, token: string, reason: Error): void {
+    this.#deps.logger.warn({ evalId: evaluation.id, err: reason }, 'evaluation failed');
+    try {
+      this.#deps.broker.fail(evaluation.id, token, reason);
+    } catch (error) {
+      this.#deps.logger.debug({ err: error, evalId: evaluation.id }, 'fail refused');
+      this.#deps.metrics.refused('fail', (error as TickpoolError).code);
+    }
+  }
+
+  #setStatus(next: WorkerStatusValue): void {
+    if (!workerTransitions[this.#status].includes(next)) {
+      throw new InvalidStateError(`Expected a worker status change allowed from ${this.#status}, got ${next}`);
+    }
+    this.#status = next;
+  }
+}
+
+function isPlanShape(value: unknown): value is Pick<Plan, 'writes' | 'allAtOnce'> {
+  return value !== null && typeof value === 'object' && Array.isArray((value as { writes?: unknown }).writes);
+}
