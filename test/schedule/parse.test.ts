@@ -103,6 +103,12 @@ test('parseSchedule: timezone must be an IANA zone; default UTC; canonical spell
   assert.equal(parseSchedule({ cron: '0 * * * *' }).key, 'cron:0 * * * *@UTC');
   assert.equal(parseSchedule({ cron: '0 * * * *', timezone: 'america/new_york' }).key, 'cron:0 * * * *@America/New_York');
   assert.equal(parseSchedule({ cron: '  0   *  * * * ', timezone: 'Europe/London' }).key, 'cron:0 * * * *@Europe/London');
+  // Aliases share the canonical zone's Schedule.
+  assert.equal(parseSchedule({ cron: '0 * * * *', timezone: 'Etc/UTC' }), parseSchedule({ cron: '0 * * * *' }));
+  assert.equal(
+    parseSchedule({ cron: '0 * * * *', timezone: 'US/Eastern' }),
+    parseSchedule({ cron: '0 * * * *', timezone: 'America/New_York' }),
+  );
   assertInvalid(() => parseSchedule({ cron: '0 * * * *', timezone: 'Mars/Olympus' }), 'timezone', '`"Mars/Olympus"` (string)');
   assertInvalid(() => parseSchedule({ cron: '0 * * * *', timezone: '' }), 'timezone', '`""` (string)');
   assertInvalid(() => parseSchedule({ cron: '0 * * * *', timezone: 3 }), 'timezone', '`3` (number)');

@@ -39,12 +39,16 @@ export class Zone {
     // `format` + a regex is about 3× faster than `formatToParts`; the parts path is the fallback should an ICU
     // update change the punctuation.
     const match = FORMATTED.exec(this.#format.format(instant));
-    if (match !== null) {
-      return (
-        Date.UTC(Number(match[3]), Number(match[1]) - 1, Number(match[2]), Number(match[4]), Number(match[5]), Number(match[6])) +
-        subSecond
-      );
-    }
+    if (match === null) return this.wallOfByParts(instant);
+    return (
+      Date.UTC(Number(match[3]), Number(match[1]) - 1, Number(match[2]), Number(match[4]), Number(match[5]), Number(match[6])) +
+      subSecond
+    );
+  }
+
+  /** `wallOf` through `formatToParts`: slower, independent of punctuation. Public so tests can hold both to the same answers. */
+  wallOfByParts(instant: number): number {
+    const subSecond = instant - Math.floor(instant / 1000) * 1000;
     const fields: Record<string, number> = {};
     for (const part of this.#format.formatToParts(instant)) fields[part.type] = Number(part.value);
     return (
