@@ -121,3 +121,52 @@ test('malformed change sets are refused before anything is applied', () => {
   assert.equal(replica.snapshot().size('t'), 0);
   assert.throws(() => replica.reset({ index: -1, changes: [] }), InvalidArgumentError);
 });
+
+test('a replica on a worker thread follows change sets sent by postMessage', async () => {
+  const { Worker } = await import('node:worker_threads');
+  const replicaUrl = new URL('../../src/state/replica.js', import.meta.url).href;
+  // The thread imports only the replica module: proof that it needs nothing from the main thread.
+  const worker = new Worker(
+    `const { parentPort } = require('node:worker_threads');
+     import(${JSON.stringify(replicaUrl)}).then(({ Replica }) => {
+       const replica = new Replica();
+       parentPort.on('message', (msg) => {
+         if (msg.type === 'reset') replica.reset(msg.set);
+         else if (msg.type === 'apply') replica.apply(msg.set);
+         else {
+           const snap = replica.snapshot();
+           const out = [];
+           for (const table of snap.tables()) for (const r of snap.list(table)) out.push({ ...r });
+           parentPort.postMessage({ index: replica.appliedIndex, records: out });
+         }
+       });
+       parentPort.postMessage('ready');
+     });`,
+    { eval: true },
+  );
+  try {
+    const replies: unknown[] = [];
+    const waiters: Array<(value: unknown) => void> = [];
+    worker.on('message', (m: unknown) => {
+      const waiter = waiters.shift();
+      if (waiter) waiter(m);
+      else replies.push(m);
+    });
+    const next = (): Promise<unknown> => (replies.length > 0 ? Promise.resolve(replies.shift()) : new Promise((resolve) => waiters.push(resolve)));
+    assert.equal(await next(), 'ready');
+
+    const store = new StateStore({ tables: ['nodes', 'allocs'] });
+    store.write((txn) => txn.put('nodes', 'n1', { cpu: 4, labels: new Map([['zone', 'a']]) }));
+    worker.postMessage({ type: 'reset', set: store.full() });
+    store.onChange((set) => worker.postMessage({ type: 'apply', set }));
+    store.write((txn) => txn.put('allocs', 'a1', { node: 'n1', started: new Date(0) }));
+    store.write((txn) => txn.delete('nodes', 'n1'));
+    worker.postMessage({ type: 'dump' });
+    const reply = (await next()) as { index: number; records: unknown[] };
+    assert.equal(reply.index, 3);
+    const expected = dump(store.snapshot()).map((r) => ({ ...r }));
+    assert.deepEqual(reply.records, expected);
+  } finally {
+    await worker.terminate();
+  }
+});
