@@ -31,8 +31,8 @@ export interface WireRun {
 }
 
 interface ItemBase {
-  /** Per-pool sequence number: the key of the pending promise on main. */
-  readonly seq: number;
+  /** Per-pool sequence number: the key of the pending promise on main. Assigned by `ThreadPool.dispatch`. */
+  seq: number;
   /** Slot and generation the main thread claimed for this item; the thread must `start` them before running. */
   readonly slot: number;
   readonly generation: number;

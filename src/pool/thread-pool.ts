@@ -33,8 +33,8 @@ export type Outcome =
   /** The thread died with the item on it. */
   | { readonly status: 'lost'; readonly error: TickpoolError };
 
-type DistributiveOmit<T, K extends keyof T> = T extends unknown ? Omit<T, K> : never;
-export type ItemRequest = DistributiveOmit<EvalItem, 'seq'> | DistributiveOmit<RunItem, 'seq'>;
+/** An item to dispatch; its `seq` is overwritten by the pool (callers pass 0), which saves a copy per item. */
+export type ItemRequest = EvalItem | RunItem;
 
 export interface ResourceLimits {
   readonly maxOldGenerationSizeMb?: number;
@@ -108,6 +108,12 @@ export class ThreadPool {
   #queueHead = 0;
   #seq = 0;
   #flushScheduled = false;
+  /**
+   * Set while the work caused by a results message is being dispatched (until the end of the event-loop turn):
+   * those items are coalesced into batches instead of each going out alone to whichever thread just freed up,
+   * which would settle into a one-item ping-pong under load.
+   */
+  #coalescing = false;
   #stopping = false;
   #dispatched = 0;
   #settled = 0;
@@ -154,13 +160,14 @@ export class ThreadPool {
   /** Sends an item to a thread; the promise settles exactly once, never rejects. */
   dispatch(request: ItemRequest): Promise<Outcome> {
     return new Promise<Outcome>((resolve) => {
-      const pending: Pending = { item: { ...request, seq: ++this.#seq } as WorkItem, resolve };
+      request.seq = ++this.#seq;
+      const pending: Pending = { item: request, resolve };
       this.#dispatched++;
       if (this.#stopping) {
         this.#settle(pending, { status: 'lost', error: new ThreadExitedError('Expected a running pool, but it is stopping') });
         return;
       }
-      if (this.#queueHead === this.#queue.length) {
+      if (!this.#coalescing && this.#queueHead === this.#queue.length) {
         const idle = this.#idleChannel();
         if (idle !== undefined) {
           this.#send(idle, [pending]);
@@ -285,6 +292,8 @@ export class ThreadPool {
         }
         if (channel.inflight.size === 0) this.#armIdle(channel);
         if (this.#queueHead < this.#queue.length) this.#flush();
+        this.#coalescing = true;
+        this.#scheduleFlush();
         return;
       case 'resync': {
         const full = this.#options.state.full();
@@ -359,6 +368,7 @@ export class ThreadPool {
     this.#flushScheduled = true;
     setImmediate(() => {
       this.#flushScheduled = false;
+      this.#coalescing = false;
       this.#flush();
     });
   }

@@ -5,7 +5,7 @@
  * streams results back — coalesced while items complete back to back, flushed as soon as the queue runs dry or a
  * millisecond has passed, so that a long item never holds the results of short ones.
  */
-import type { MessagePort } from 'node:worker_threads';
+import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import { performance } from 'node:perf_hooks';
 import { pino } from 'pino';
 import { CanceledError, toWire } from '../errors.js';
@@ -70,7 +70,10 @@ export class ThreadLoop {
         for (const change of message.changes) this.#applyChange(change);
         if (message.items.length > 0) {
           for (const item of message.items) this.#queue.push(item);
-          if (!this.#draining) void this.#drain();
+          if (!this.#draining) {
+            this.#draining = true;
+            void this.#drain();
+          }
         }
         return;
       case 'reset':
@@ -111,6 +114,9 @@ export class ThreadLoop {
         const item = this.#queue[this.#head]!;
         this.#queue[this.#head++] = undefined as unknown as WorkItem;
         this.#outbox.push(await this.#runItem(item));
+        // Before answering, take what main has sent meanwhile: answering one item per message would lock main
+        // and thread into a one-item ping-pong, paying a message per item on both sides.
+        if (this.#head >= this.#queue.length) this.#pullPending();
         if (this.#head >= this.#queue.length || performance.now() - this.#lastFlush >= FLUSH_AFTER_MS) this.#flush();
       }
     } finally {
@@ -164,6 +170,12 @@ export class ThreadLoop {
       return { seq, status: 'error', error: toWire(error), retryable: isRetryable(error) };
     } finally {
       ctx.close();
+    }
+  }
+
+  #pullPending(): void {
+    for (let message = receiveMessageOnPort(this.#port); message !== undefined; message = receiveMessageOnPort(this.#port)) {
+      this.#onMessage(message.message as MainToThread);
     }
   }
 

@@ -195,6 +195,7 @@ export class SchedulingWorker {
         const started = metrics.startScheduling();
         const outcome = await pool.dispatch({
           kind: 'eval',
+          seq: 0,
           slot: this.#slot,
           generation,
           attempt,

@@ -1,0 +1,224 @@
+/**
+ * Engine benchmarks, each against its baseline measured in the same run with the same thread count:
+ * 1. throughput: no-op evaluations through the whole engine (enqueue → scheduler on a thread → ack) vs raw
+ *    `piscina.run()` of a no-op task;
+ * 2. idle dispatch latency: enqueue → scheduler entry, one at a time, vs Piscina's one-way time (run → task entry);
+ * 3. cancel latency of a CPU-bound run: `engine.cancel()` → the scheduler sees it, vs Piscina's abort → rejection.
+ */
+import { pathToFileURL } from 'node:url';
+import { Piscina } from 'piscina';
+import { createEngine, type Engine } from '../src/engine.js';
+import { Latency, nowUs, round } from './lib/latency.js';
+import { printTable } from './lib/table.js';
+import type { BenchResult } from './lib/types.js';
+
+const fixture = (name: string): URL => new URL(`./fixtures/${name}.js`, import.meta.url);
+
+export interface EngineBenchOptions {
+  readonly threads?: number;
+  readonly quick?: boolean;
+  readonly workers?: number;
+  readonly batchSize?: number;
+}
+
+async function newEngine(threads: number, options: { workers?: number | undefined; batchSize?: number | undefined; deliveryLimit?: number } = {}): Promise<Engine> {
+  const engine = createEngine({
+    threads,
+    ...(options.workers === undefined ? {} : { workers: options.workers }),
+    ...(options.batchSize === undefined ? {} : { batchSize: options.batchSize }),
+    schedulers: { noop: fixture('noop-scheduler'), stamp: fixture('stamp-scheduler'), spin: fixture('spin-scheduler') },
+    broker: { deliveryLimit: options.deliveryLimit ?? 3, initialNackDelayMs: 3_600_000 },
+    cancelGraceMs: 10_000,
+  });
+  await engine.start();
+  return engine;
+}
+
+function whenAcked(engine: Engine, count: number): Promise<void> {
+  let seen = 0;
+  return new Promise((resolve) => {
+    const off = engine.broker.events.on('broker:ack', () => {
+      if (++seen === count) {
+        off();
+        resolve();
+      }
+    });
+  });
+}
+
+/** Evaluations per second through the whole engine. */
+export async function engineThroughput(threads: number, count: number, options: { workers?: number | undefined; batchSize?: number | undefined } = {}): Promise<{ opsPerSec: number }> {
+  const engine = await newEngine(threads, options);
+  try {
+    // Warm-up: JIT, module loading on every thread.
+    const warm = whenAcked(engine, 2000);
+    for (let i = 0; i < 2000; i++) engine.enqueue({ id: `w${i}`, jobId: `w${i}`, type: 'noop', priority: 50 });
+    await warm;
+    const done = whenAcked(engine, count);
+    const start = performance.now();
+    for (let i = 0; i < count; i++) engine.enqueue({ id: `e${i}`, jobId: `j${i}`, type: 'noop', priority: 50 });
+    await done;
+    const seconds = (performance.now() - start) / 1000;
+    return { opsPerSec: count / seconds };
+  } finally {
+    await engine.stop({ graceMs: 1000 });
+  }
+}
+
+/** Raw Piscina: tasks per second with everything submitted at once. */
+export async function piscinaThroughput(threads: number, count: number): Promise<{ opsPerSec: number }> {
+  const pool = new Piscina({ filename: fixture('piscina-noop').href, minThreads: threads, maxThreads: threads });
+  try {
+    await Promise.all(Array.from({ length: 2000 }, () => pool.run(undefined)));
+    const start = performance.now();
+    const runs: Promise<unknown>[] = new Array(count);
+    for (let i = 0; i < count; i++) runs[i] = pool.run(undefined);
+    await Promise.all(runs);
+    return { opsPerSec: count / ((performance.now() - start) / 1000) };
+  } finally {
+    await pool.destroy();
+  }
+}
+
+/** enqueue → scheduler entry, one evaluation at a time (idle engine). */
+export async function engineIdleLatency(threads: number, samples: number): Promise<Latency> {
+  const engine = await newEngine(threads);
+  const stamps = new Float64Array(new SharedArrayBuffer(8 * samples));
+  const latency = new Latency();
+  try {
+    for (let i = -50; i < samples; i++) {
+      const index = Math.max(0, i);
+      const done = whenAcked(engine, 1);
+      const t0 = nowUs();
+      engine.enqueue({ id: `l${i}`, jobId: `l${i}`, type: 'stamp', priority: 50, payload: { stamps, index } });
+      await done;
+      if (i >= 0) latency.recordUs(stamps[index]! - t0);
+    }
+    return latency;
+  } finally {
+    await engine.stop({ graceMs: 1000 });
+  }
+}
+
+/** piscina.run() → task entry, one task at a time. */
+export async function piscinaIdleLatency(threads: number, samples: number): Promise<Latency> {
+  const pool = new Piscina({ filename: fixture('piscina-noop').href, minThreads: threads, maxThreads: threads });
+  const stamps = new Float64Array(new SharedArrayBuffer(8 * samples));
+  const latency = new Latency();
+  try {
+    for (let i = -50; i < samples; i++) {
+      const index = Math.max(0, i);
+      const t0 = nowUs();
+      await pool.run({ stamps, index });
+      if (i >= 0) latency.recordUs(stamps[index]! - t0);
+    }
+    return latency;
+  } finally {
+    await pool.destroy();
+  }
+}
+
+async function waitCell(gate: Int32Array, cell: number, value: number): Promise<void> {
+  for (;;) {
+    const seen = Atomics.load(gate, cell);
+    if (seen === value) return;
+    const r = Atomics.waitAsync(gate, cell, seen);
+    if (r.async) await r.value;
+  }
+}
+
+/** engine.cancel() → a CPU-bound scheduler sees it. */
+export async function engineCancelLatency(threads: number, samples: number): Promise<Latency> {
+  const engine = await newEngine(threads, { deliveryLimit: 1 });
+  const gate = new Int32Array(new SharedArrayBuffer(8));
+  const stamps = new Float64Array(new SharedArrayBuffer(8 * samples));
+  const latency = new Latency();
+  try {
+    for (let i = 0; i < samples; i++) {
+      engine.enqueue({ id: `c${i}`, jobId: `c${i}`, type: 'spin', priority: 50, payload: { gate, stamps, index: i } });
+      await waitCell(gate, 0, i + 1);
+      const t0 = nowUs();
+      engine.cancel(`c${i}`);
+      await waitCell(gate, 1, i + 1);
+      latency.recordUs(stamps[i]! - t0);
+    }
+    return latency;
+  } finally {
+    await engine.stop({ graceMs: 1000 });
+  }
+}
+
+/** AbortController.abort() → piscina.run() rejects (the thread is terminated and replaced). */
+export async function piscinaCancelLatency(threads: number, samples: number): Promise<Latency> {
+  const pool = new Piscina({ filename: fixture('piscina-spin').href, minThreads: threads, maxThreads: threads });
+  const latency = new Latency();
+  try {
+    for (let i = 0; i < samples; i++) {
+      const gate = new Int32Array(new SharedArrayBuffer(8));
+      const controller = new AbortController();
+      const run = pool.run({ gate }, { signal: controller.signal }).catch(() => undefined);
+      await waitCell(gate, 0, 1);
+      const t0 = nowUs();
+      controller.abort();
+      await run;
+      latency.recordUs(nowUs() - t0);
+    }
+    return latency;
+  } finally {
+    await pool.destroy();
+  }
+}
+
+export async function runEngineBench(options: EngineBenchOptions = {}): Promise<BenchResult[]> {
+  const threads = options.threads ?? 2;
+  const count = options.quick === true ? 30_000 : 200_000;
+  const samples = options.quick === true ? 300 : 2000;
+  const cancels = options.quick === true ? 20 : 100;
+  const results: BenchResult[] = [];
+
+  const raw = await piscinaThroughput(threads, count);
+  const engine = await engineThroughput(threads, count, { workers: options.workers, batchSize: options.batchSize });
+  results.push({
+    scope: 'engine',
+    name: 'throughput: no-op evaluations (enqueue → scheduler → ack)',
+    ratio: round(engine.opsPerSec / raw.opsPerSec),
+    baseline: 'raw piscina.run()',
+    opsPerSec: round(engine.opsPerSec, 0),
+    baselineOpsPerSec: round(raw.opsPerSec, 0),
+    threads,
+  });
+
+  const rawLatency = (await piscinaIdleLatency(threads, samples)).summary();
+  const engineLatency = (await engineIdleLatency(threads, samples)).summary();
+  results.push({
+    scope: 'engine',
+    name: 'idle dispatch latency (enqueue → scheduler entry)',
+    ratio: round(rawLatency.p50Us / engineLatency.p50Us),
+    baseline: 'piscina one-way p50 (>1 = engine faster)',
+    ...engineLatency,
+    baselineP50Us: rawLatency.p50Us,
+    baselineP99Us: rawLatency.p99Us,
+    threads,
+  });
+
+  const rawCancel = (await piscinaCancelLatency(threads, cancels)).summary();
+  const engineCancel = (await engineCancelLatency(threads, cancels)).summary();
+  results.push({
+    scope: 'engine',
+    name: 'cancel latency of a CPU-bound run',
+    ratio: round(rawCancel.p50Us / engineCancel.p50Us),
+    baseline: 'piscina abort p50 (>1 = engine faster)',
+    ...engineCancel,
+    baselineP50Us: rawCancel.p50Us,
+    baselineP99Us: rawCancel.p99Us,
+    threads,
+  });
+  return results;
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const quick = process.argv.includes('--quick');
+  const threadsArg = process.argv.indexOf('--threads');
+  const threads = threadsArg > 0 ? Number(process.argv[threadsArg + 1]) : 2;
+  printTable(`engine (threads=${threads})`, await runEngineBench({ quick, threads }));
+}
