@@ -2,13 +2,13 @@
  * `createEngine()`: wires the broker, the state store, the plan applier, the thread pool, the scheduling workers
  * and the task scheduler into one engine with a `start()`/`stop()` lifecycle.
  */
-import { serialize } from 'node:v8';
 import { Backoff } from './backoff.js';
 import { EvalBroker } from './broker/eval-broker.js';
 import { FAILED_QUEUE, type Evaluation } from './broker/evaluation.js';
 import type { BrokerStats } from './broker/eval-broker.js';
 import { InvalidStateError, PayloadTooLargeError, UnknownSchedulerError } from './errors.js';
 import { TypedEmitter } from './events.js';
+import { payloadBytes } from './payload-size.js';
 import { resolveEngineOptions, type EngineOptions, type ResolvedEngineOptions } from './options.js';
 import { ThreadPool, type ThreadExit, type ThreadPoolStats } from './pool/thread-pool.js';
 import { SlotTable } from './slots/slot-table.js';
@@ -167,13 +167,9 @@ export class Engine {
   enqueue(evaluation: Evaluation): void {
     const payload = (evaluation as { payload?: unknown } | null)?.payload;
     if (payload !== undefined) {
-      let bytes: number;
-      try {
-        bytes = serialize(payload).byteLength;
-      } catch {
-        bytes = -1; // not cloneable: the broker's validation names that precisely
-      }
-      if (bytes > this.options.maxPayloadBytes) throw new PayloadTooLargeError(bytes, this.options.maxPayloadBytes);
+      // Not cloneable: the broker's validation names that precisely.
+      const bytes = payloadBytes(payload);
+      if (bytes !== undefined && bytes > this.options.maxPayloadBytes) throw new PayloadTooLargeError(bytes, this.options.maxPayloadBytes);
     }
     this.broker.enqueue(evaluation);
   }

@@ -59,8 +59,8 @@ export type WorkItem = EvalItem | RunItem;
 export interface ThreadInit {
   readonly threadIndex: number;
   readonly slotBuffer: SharedArrayBuffer;
-  /** Int32 per thread: the replica's applied index, published by the thread. */
-  readonly indexBuffer: SharedArrayBuffer;
+  /** Per-thread shared words (`ThreadBoard`): applied index, doorbell. */
+  readonly boardBuffer: SharedArrayBuffer;
   readonly schedulers: Readonly<Record<string, ModuleRef>>;
   readonly handlers: Readonly<Record<string, ModuleRef>>;
   readonly full: ChangeSet;

@@ -25,6 +25,7 @@ import type { StateStore } from '../state/state-store.js';
 import type { ChangeSet } from '../state/types.js';
 import type { EvalItem, ItemOutcome, MainToThread, ModuleRef, RunItem, ThreadInit, ThreadToMain, WorkItem } from './messages.js';
 import { assertNever } from './messages.js';
+import { ThreadBoard } from './thread-board.js';
 
 export type Outcome =
   | { readonly status: 'ok'; readonly value: unknown; readonly waitedMs: number }
@@ -101,8 +102,7 @@ export interface ThreadPoolStats {
 export class ThreadPool {
   readonly #options: ThreadPoolOptions;
   readonly #piscina: Piscina;
-  readonly #indexBuffer: SharedArrayBuffer;
-  readonly #appliedIndex: Int32Array;
+  readonly #board: ThreadBoard;
   readonly #channels: (Channel | undefined)[] = [];
   #queue: Pending[] = [];
   #queueHead = 0;
@@ -124,8 +124,7 @@ export class ThreadPool {
 
   constructor(options: ThreadPoolOptions) {
     this.#options = options;
-    this.#indexBuffer = new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT * options.maxThreads);
-    this.#appliedIndex = new Int32Array(this.#indexBuffer);
+    this.#board = ThreadBoard.create(options.maxThreads);
     this.#piscina = new Piscina({
       filename: new URL('../thread/entry.js', import.meta.url).href,
       minThreads: options.minThreads,
@@ -201,7 +200,7 @@ export class ThreadPool {
 
   /** Replica index each thread has applied (read from shared memory). */
   appliedIndex(threadIndex: number): number {
-    return Atomics.load(this.#appliedIndex, threadIndex);
+    return this.#board.appliedIndex(threadIndex);
   }
 
   stats(): ThreadPoolStats {
@@ -259,7 +258,7 @@ export class ThreadPool {
     const init: ThreadInit = {
       threadIndex: index,
       slotBuffer: this.#options.slots.buffer,
-      indexBuffer: this.#indexBuffer,
+      boardBuffer: this.#board.buffer,
       schedulers: this.#options.schedulers,
       handlers: this.#options.handlers,
       full: this.#options.state.full(),
@@ -292,13 +291,16 @@ export class ThreadPool {
         }
         if (channel.inflight.size === 0) this.#armIdle(channel);
         if (this.#queueHead < this.#queue.length) this.#flush();
-        this.#coalescing = true;
-        this.#scheduleFlush();
+        if (message.results.length > 1) {
+          this.#coalescing = true;
+          this.#scheduleFlush();
+        }
         return;
       case 'resync': {
         const full = this.#options.state.full();
         channel.changes = [];
         channel.port.postMessage({ type: 'reset', full } satisfies MainToThread);
+        this.#board.ring(channel.index);
         return;
       }
       default:
@@ -409,6 +411,7 @@ export class ThreadPool {
     channel.changes = [];
     try {
       channel.port.postMessage({ type: 'work', changes, items } satisfies MainToThread);
+      this.#board.ring(channel.index);
     } catch (error) {
       // Something in the batch cannot be cloned; send the commits alone, then each item alone, failing only the
       // items that cannot cross.
@@ -425,6 +428,7 @@ export class ThreadPool {
           });
         }
       }
+      this.#board.ring(channel.index);
     }
   }
 
@@ -451,6 +455,7 @@ export class ThreadPool {
   #stopChannel(channel: Channel): void {
     channel.stopping = true;
     channel.port.postMessage({ type: 'stop' } satisfies MainToThread);
+    this.#board.ring(channel.index);
   }
 
   #onCommit(change: ChangeSet): void {
