@@ -147,6 +147,11 @@ export class Engine {
     }
   }
 
+  /** The scheduling workers (status, activity, `pause()`/`resume()` each). */
+  get workers(): readonly SchedulingWorker[] {
+    return this.#workers;
+  }
+
   get status(): EngineStateValue {
     return this.#state;
   }

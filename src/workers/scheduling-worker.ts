@@ -63,6 +63,8 @@ export class SchedulingWorker {
   #activity: WorkerActivityValue = WorkerActivity.IDLE;
   #current: CurrentDelivery | undefined;
   #resume: (() => void) | undefined;
+  /** Aborts the dequeue the worker is blocked in, so that a pause takes effect without taking one more evaluation. */
+  #dequeueAbort: AbortController | undefined;
   #done: Promise<void> | undefined;
   #processed = 0;
 
@@ -106,7 +108,9 @@ export class SchedulingWorker {
 
   /** Takes effect at the next dequeue: the evaluation in hand is finished first. */
   pause(): void {
-    if (this.#status === WorkerStatus.RUNNING) this.#setStatus(WorkerStatus.PAUSED);
+    if (this.#status !== WorkerStatus.RUNNING) return;
+    this.#setStatus(WorkerStatus.PAUSED);
+    this.#dequeueAbort?.abort();
   }
 
   resume(): void {
@@ -155,9 +159,22 @@ export class SchedulingWorker {
       this.#activity = WorkerActivity.DEQUEUING;
       let delivery: { evaluation: Evaluation; token: string } | undefined;
       try {
-        delivery = broker.tryDequeue(types) ?? (await broker.dequeue(types, dequeueTimeoutMs, signal));
+        delivery = broker.tryDequeue(types);
+        if (delivery === undefined) {
+          const wait = new AbortController();
+          this.#dequeueAbort = wait;
+          const onShutdown = (): void => wait.abort();
+          signal.addEventListener('abort', onShutdown, { once: true });
+          try {
+            delivery = await broker.dequeue(types, dequeueTimeoutMs, wait.signal);
+          } finally {
+            signal.removeEventListener('abort', onShutdown);
+            this.#dequeueAbort = undefined;
+          }
+        }
       } catch (error) {
         if (signal.aborted) break;
+        if (this.#isPaused()) continue; // pause() aborted the wait: nothing went wrong
         this.#deps.logger.warn({ err: error, worker: this.id }, 'failed to dequeue evaluation');
         this.#activity = WorkerActivity.BACKOFF;
         if (await backoff.wait(signal)) break;
@@ -290,6 +307,10 @@ export class SchedulingWorker {
       this.#deps.logger.debug({ err: error, evalId: evaluation.id }, 'fail refused');
       this.#deps.metrics.refused('fail', (error as TickpoolError).code);
     }
+  }
+
+  #isPaused(): boolean {
+    return this.#status === WorkerStatus.PAUSED;
   }
 
   #setStatus(next: WorkerStatusValue): void {

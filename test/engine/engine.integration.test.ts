@@ -182,3 +182,20 @@ test('stop() under load loses nothing: every evaluation is acked or back in the 
   assert.equal(acked.size + inBroker, 3001, 'every evaluation acked or back in the broker');
   assert.ok(!acked.has('slow'), 'the canceled one was given back');
 });
+
+test('paused workers take nothing; resumed workers drain what waited; status and activity are reported', async () => {
+  const engine = await started({ schedulers: { service: fixture('noop') }, workers: 4 });
+  engine.pauseWorkers();
+  assert.deepEqual(new Set(engine.stats().workers.map((w) => w.status)), new Set(['paused']));
+  for (let i = 0; i < 5; i++) engine.enqueue(evaluation(`p${i}`, 'service'));
+  // Let every pending callback run: a paused worker must not dequeue.
+  for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(engine.broker.stats().totalReady, 5);
+  assert.ok(engine.stats().workers.every((w) => w.activity === 'idle'));
+  const done = acks(engine, 5);
+  engine.resumeWorkers();
+  assert.equal((await done).length, 5);
+  assert.ok(engine.stats().workers.every((w) => w.status === 'running'));
+  await engine.stop();
+  assert.ok(engine.stats().workers.every((w) => w.status === 'stopped'));
+});
