@@ -1,0 +1,90 @@
+import { resolveBackoffOptions, type BackoffOptions, type ResolvedBackoffOptions } from '../backoff.js';
+import { systemClock, type Clock } from '../clock.js';
+import { InvalidOptionError } from '../errors.js';
+import { createDefaultLogger, isLogger, type Logger } from '../observability/logger.js';
+import { isRegistry, Registry } from '../observability/metrics.js';
+import { SlotTable } from '../slots/slot-table.js';
+import { MemoryRunLog } from './memory-run-log.js';
+import type { DesiredState, Executor, LogWriter } from './types.js';
+
+export interface TaskSchedulerOptions {
+  /** Creates and finishes runs (InfluxDB's `DesiredState`); e.g. a `MemoryDesiredState`. */
+  readonly desiredState: DesiredState;
+  /** Executes runs; the engine's `PoolExecutor` runs them on pool threads. */
+  readonly executor: Executor;
+  /** Records run state changes. Default a `MemoryRunLog` (queryable, 100 runs per task). */
+  readonly logWriter?: LogWriter;
+  /** The scheduler's time before the first `tick`, epoch ms. Default `clock.now()`. */
+  readonly now?: number;
+  /** Time source of the ticker, retry backoff and log timestamps. Default the system clock. */
+  readonly clock?: Clock;
+  /** pino logger. Default a pino logger at `warn`. */
+  readonly logger?: Logger;
+  /** prom-client registry for the scheduler's metrics. Default a fresh registry. */
+  readonly registry?: Registry;
+  /**
+   * Longest the ticker (`start()`) sleeps, ms: it wakes at the earliest due time, and at least this often, which
+   * bounds how late runs get if the wall clock jumps. 0: wake only at due times. Default 1000 (InfluxDB's tick).
+   */
+  readonly tickMs?: number;
+  /** Slot table for runner slots (shared with pool threads). Default a new one. */
+  readonly slots?: SlotTable;
+  /** Backoff between attempts of a retried run, and after desired-state errors. */
+  readonly backoff?: BackoffOptions;
+}
+
+export interface ResolvedTaskSchedulerOptions {
+  readonly desiredState: DesiredState;
+  readonly executor: Executor;
+  readonly logWriter: LogWriter;
+  readonly now: number;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly registry: Registry;
+  readonly tickMs: number;
+  readonly slots: SlotTable;
+  readonly backoff: ResolvedBackoffOptions;
+}
+
+export const taskSchedulerDefaults = Object.freeze({ tickMs: 1_000 });
+
+/** Validates `options` (typed errors naming the option, expected vs received) and fills in defaults. */
+export function resolveTaskSchedulerOptions(options: unknown): ResolvedTaskSchedulerOptions {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new InvalidOptionError('options', 'an object of task scheduler options', options);
+  }
+  const o = options as Record<string, unknown>;
+  const desiredState = o['desiredState'] as DesiredState;
+  if (!hasMethods(desiredState, ['createNextRun', 'finishRun'])) {
+    throw new InvalidOptionError('desiredState', 'a DesiredState (createNextRun, finishRun)', desiredState);
+  }
+  const executor = o['executor'] as Executor;
+  if (!hasMethods(executor, ['execute'])) throw new InvalidOptionError('executor', 'an Executor (execute)', executor);
+  const logWriter = (o['logWriter'] ?? new MemoryRunLog()) as LogWriter;
+  if (!hasMethods(logWriter, ['updateRunState'])) {
+    throw new InvalidOptionError('logWriter', 'a LogWriter (updateRunState)', logWriter);
+  }
+  const clock = (o['clock'] ?? systemClock) as Clock;
+  if (!hasMethods(clock, ['now', 'setTimer', 'clearTimer'])) {
+    throw new InvalidOptionError('clock', 'a Clock (now, setTimer, clearTimer)', clock);
+  }
+  const now = o['now'] ?? clock.now();
+  if (typeof now !== 'number' || !Number.isFinite(now)) throw new InvalidOptionError('now', 'a finite time in epoch ms', now);
+  const logger = o['logger'] ?? createDefaultLogger();
+  if (!isLogger(logger)) throw new InvalidOptionError('logger', 'a pino Logger', logger);
+  const registry = o['registry'] ?? new Registry();
+  if (!isRegistry(registry)) throw new InvalidOptionError('registry', 'a prom-client Registry', registry);
+  const tickMs = o['tickMs'] ?? taskSchedulerDefaults.tickMs;
+  if (typeof tickMs !== 'number' || !Number.isInteger(tickMs) || tickMs < 0) {
+    throw new InvalidOptionError('tickMs', 'an integer of ms >= 0', tickMs);
+  }
+  const slots = o['slots'] ?? SlotTable.create();
+  if (!(slots instanceof SlotTable)) throw new InvalidOptionError('slots', 'a SlotTable', slots);
+  const backoff = resolveBackoffOptions(o['backoff']);
+  return { desiredState, executor, logWriter, now, clock, logger, registry, tickMs, slots, backoff };
+}
+
+function hasMethods(value: unknown, names: readonly string[]): boolean {
+  if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return false;
+  return names.every((name) => typeof (value as Record<string, unknown>)[name] === 'function');
+}

@@ -1,0 +1,910 @@
+import { Backoff } from '../backoff.js';
+import type { Clock, TimerHandle } from '../clock.js';
+import {
+  describeValue,
+  InvalidArgumentError,
+  InvalidStateError,
+  RunCanceledError,
+  RunNotFoundError,
+  RunNotYetDueError,
+  TaskAlreadyClaimedError,
+  TaskNotClaimedError,
+  UserCodeError,
+} from '../errors.js';
+import { TypedEmitter } from '../events.js';
+import type { Logger } from '../observability/logger.js';
+import type { Registry } from '../observability/metrics.js';
+import type { SlotTable } from '../slots/slot-table.js';
+import { ActiveRun, RunPhase, TaskActivity } from './active-run.js';
+import { ClaimedTasks, ClaimState } from './claimed-tasks.js';
+import { DueCalendar } from './due-calendar.js';
+import { isPromiseLike, settle, type MaybePromise } from './maybe-promise.js';
+import type { TaskSchedulerEvents } from './scheduler-events.js';
+import { SchedulerMetrics, type SchedulerOperation } from './scheduler-metrics.js';
+import { resolveTaskSchedulerOptions, type ResolvedTaskSchedulerOptions, type TaskSchedulerOptions } from './scheduler-options.js';
+import { scheduleOf, taskDefaults, validateTask, validateTaskMeta, type Task } from './task.js';
+import {
+  RunStatus,
+  type FinalRunStatus,
+  type LogWriter,
+  type QueuedRun,
+  type RunCreation,
+  type RunPromise,
+  type RunResult,
+  type RunStateDetails,
+} from './types.js';
+
+/** The scheduler's lifecycle; `setState` is the only writer. */
+export const SchedulerState = Object.freeze({
+  /** Constructed: `tick(now)` drives it by hand (the seed's model). */
+  IDLE: 'idle',
+  /** `start()`ed: the ticker wakes at due times on the clock. */
+  RUNNING: 'running',
+  /** `stop()` is canceling runs and waiting for them to stop. */
+  STOPPING: 'stopping',
+  /** Stopped: no run starts until `start()`. Claims are kept. */
+  STOPPED: 'stopped',
+} as const);
+export type SchedulerStateValue = (typeof SchedulerState)[keyof typeof SchedulerState];
+
+export interface TaskSchedulerStats {
+  readonly state: SchedulerStateValue;
+  readonly claimedTasks: number;
+  /** Released tasks whose canceled runs have not stopped yet. */
+  readonly drainingTasks: number;
+  /** Runs in flight, canceled-but-not-stopped ones included. */
+  readonly runsActive: number;
+  /** Runner slots held by runs. */
+  readonly slotsBusy: number;
+  /** Claimed tasks waiting in the calendar for their next due time. */
+  readonly scheduledTasks: number;
+  /** Earliest due time in the calendar (Infinity when none). */
+  readonly nextDue: number;
+}
+
+export interface TaskStats {
+  readonly state: 'claimed' | 'draining';
+  readonly nextDue: number;
+  readonly runs: number;
+  readonly slotsBusy: number;
+}
+
+/** `wait()` rejected with `RunCanceledError`. */
+const CANCELED = Symbol('canceled');
+type AttemptOutcome = RunResult | typeof CANCELED;
+
+/**
+ * InfluxDB's task scheduler (`task/backend/scheduler.go`), with the seed's TODOs done and its later faults fixed:
+ * `maxConcurrency` is enforced by CAS-claimed runner slots in the shared slot table, retryable results are retried
+ * with backoff, released tasks have their runs canceled, and the ticker sleeps until the earliest due time.
+ *
+ * Shape (the seed's names): `tick(now)` takes the due tasks from the due calendar and `#work`s each, which starts
+ * runners while slots are free and runs are due; a runner (`#startFromWorking`) asks the desired state for the
+ * next run and executes it; a runner whose run ends tries the next due run with the scheduler's latest `now`.
+ *
+ * Every created run ends in exactly one final status (`success`, `failed`, `canceled`): it is logged once,
+ * `finishRun` is called once, and only then, once the execution has physically stopped, is its slot freed.
+ */
+export class TaskScheduler {
+  readonly events: TypedEmitter<TaskSchedulerEvents>;
+  readonly #o: ResolvedTaskSchedulerOptions;
+  readonly #clock: Clock;
+  readonly #slots: SlotTable;
+  readonly #logger: Logger;
+  readonly #metrics: SchedulerMetrics;
+  readonly #claims = new ClaimedTasks();
+  readonly #calendar = new DueCalendar();
+  /** Busy tasks only (runs, error backoff, draining): idle claimed tasks have no object at all. */
+  readonly #activity = new Map<number, TaskActivity>();
+  #state: SchedulerStateValue = SchedulerState.IDLE;
+  /** The time of the latest tick (the seed's `now`). */
+  #now: number;
+  /** True once `start()` ran: "now" comes from the clock instead of the last tick. */
+  #clockDriven = false;
+  #lastTickAt = -Infinity;
+  #timer: TimerHandle | undefined;
+  #timerDue = Infinity;
+  #runsActive = 0;
+  #slotsBusy = 0;
+  #workDepth = 0;
+  readonly #deferred = new Set<number>();
+  #drainingDeferred = false;
+  #stopped: Promise<void> | undefined;
+  #resolveStopped: (() => void) | undefined;
+  readonly #onTimer = (): void => {
+    this.#timer = undefined;
+    this.#timerDue = Infinity;
+    if (this.#state !== SchedulerState.RUNNING) return;
+    try {
+      this.tick(this.#clock.now());
+    } catch (error) {
+      this.#internal(error);
+    }
+  };
+  readonly #internalHandler = (error: unknown): void => this.#internal(error);
+
+  constructor(options: TaskSchedulerOptions) {
+    this.#o = resolveTaskSchedulerOptions(options);
+    this.#clock = this.#o.clock;
+    this.#slots = this.#o.slots;
+    this.#logger = this.#o.logger.child({ svc: 'tasks/scheduler' });
+    this.#metrics = new SchedulerMetrics(this.#o.registry);
+    this.#now = this.#o.now;
+    this.events = new TypedEmitter<TaskSchedulerEvents>(() => this.#logger);
+  }
+
+  get state(): SchedulerStateValue {
+    return this.#state;
+  }
+
+  get registry(): Registry {
+    return this.#o.registry;
+  }
+
+  get slots(): SlotTable {
+    return this.#slots;
+  }
+
+  get logWriter(): LogWriter {
+    return this.#o.logWriter;
+  }
+
+  /** The scheduler's current time: the clock once started, else the latest tick. */
+  now(): number {
+    return this.#latestNow();
+  }
+
+  /**
+   * Updates the scheduler's time and starts every due run that has a free slot (the seed's `Tick`). Cost:
+   * O(due tasks), plus O(log distinct due times) per instant reached; tasks not due are not touched.
+   */
+  tick(now: number): void {
+    if (typeof now !== 'number' || !Number.isFinite(now)) throw new InvalidArgumentError('now', 'a finite time in epoch ms', now);
+    this.#now = now;
+    if (!this.#canRun()) return;
+    this.#lastTickAt = now;
+    let due = 0;
+    for (let index = this.#calendar.popDue(now); index >= 0; index = this.#calendar.popDue(now)) {
+      due++;
+      this.#work(index, now);
+    }
+    if (this.events.hasListeners('task:tick')) this.events.emit('task:tick', { now, due });
+    this.#arm();
+  }
+
+  /**
+   * Takes control of a task's execution (the seed's `ClaimTask`). Validates synchronously (`InvalidTaskError`);
+   * a second claim of the same id throws `TaskAlreadyClaimedError`. Runs are due for scheduled times after
+   * `meta.latestCompleted` (default: now); if one is due already it starts before this returns.
+   */
+  claimTask(task: unknown, meta?: unknown): void {
+    const valid = validateTask(task);
+    const { latestCompleted } = validateTaskMeta(meta);
+    if (this.#claims.claimedIndex(valid.id) >= 0) throw new TaskAlreadyClaimedError(valid.id);
+    const now = this.#latestNow();
+    const nextDue = scheduleOf(valid).next(latestCompleted ?? now) + (valid.offset ?? taskDefaults.offset);
+    const count = valid.maxConcurrency;
+    let index = this.#claims.drainingIndex(valid.id);
+    if (index >= 0) {
+      // Released, with canceled runs still stopping: the new claim inherits them, so they keep counting against
+      // `maxConcurrency` until they stop. A different slot count retires the old range until it is idle.
+      const previous = this.#claims.task(index).maxConcurrency;
+      let base = this.#claims.slotBase(index);
+      if (previous !== count) {
+        const activity = this.#activityOf(index);
+        (activity.retired ??= []).push({ base, count: previous });
+        base = this.#slots.allocate(count);
+      }
+      this.#claims.reclaim(index, valid, base, nextDue);
+    } else {
+      index = this.#claims.add(valid, this.#slots.allocate(count), nextDue);
+    }
+    this.#metrics.claimsActive.inc();
+    if (this.events.hasListeners('task:claim')) this.events.emit('task:claim', { taskId: valid.id, nextDue });
+    if (nextDue <= now) this.#work(index, now);
+    else this.#reschedule(index, now);
+    this.#arm();
+  }
+
+  /**
+   * Gives up a task (the seed's `ReleaseTask`): it leaves the calendar at once, and every run in flight is
+   * canceled. Throws `TaskNotClaimedError` when not claimed. The promise resolves once those runs have ended
+   * (each logged `canceled` and finished) and physically stopped, with their slots free.
+   */
+  releaseTask(taskId: string): Promise<void> {
+    const index = this.#claims.claimedIndex(taskId);
+    if (index < 0) throw new TaskNotClaimedError(taskId);
+    this.#calendar.delete(index);
+    this.#claims.release(index);
+    this.#metrics.claimsActive.dec();
+    const activity = this.#activity.get(index);
+    const runs = activity === undefined ? [] : [...activity.runs];
+    let stopped: Promise<void> = Promise.resolve();
+    if (activity !== undefined) {
+      // The error backoff belonged to the claim; a re-claim starts fresh.
+      activity.errorBackoff = undefined;
+      activity.forced = false;
+      if (runs.length > 0) {
+        const epoch = this.#claims.epoch(index);
+        stopped = new Promise<void>((resolve) => (activity.waiters ??= []).push({ epoch, resolve }));
+      }
+    }
+    if (this.events.hasListeners('task:release')) this.events.emit('task:release', { taskId, canceledRuns: runs.length });
+    for (const run of runs) this.#cancelRun(run);
+    this.#tidy(index);
+    return stopped;
+  }
+
+  /**
+   * Queues a manual run of a claimed task for `scheduledFor` (default: now), ahead of scheduled runs, and starts it
+   * if a slot is free. Rejects with `TaskNotClaimedError`, `DuplicateRunError` (a run for that time is queued or in
+   * flight), or `InvalidStateError` when the desired state has no `forceRun`.
+   */
+  forceRun(taskId: string, scheduledFor?: number): Promise<QueuedRun> {
+    try {
+      const index = this.#claims.claimedIndex(taskId);
+      if (index < 0) throw new TaskNotClaimedError(taskId);
+      if (scheduledFor !== undefined && (typeof scheduledFor !== 'number' || !Number.isFinite(scheduledFor))) {
+        throw new InvalidArgumentError('scheduledFor', 'a finite time in epoch ms', scheduledFor);
+      }
+      const desiredState = this.#o.desiredState;
+      if (desiredState.forceRun === undefined) {
+        throw new InvalidStateError('Expected a desired state with forceRun() for manual runs, but it has none');
+      }
+      const now = this.#latestNow();
+      const epoch = this.#claims.epoch(index);
+      const queued = desiredState.forceRun(taskId, scheduledFor ?? now, now);
+      if (isPromiseLike(queued)) {
+        return Promise.resolve(queued).then((run) => {
+          this.#forced(index, epoch);
+          return run;
+        });
+      }
+      this.#forced(index, epoch);
+      return Promise.resolve(queued);
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
+  }
+
+  /**
+   * Runs a logged run's scheduled time again, as a manual run (InfluxDB's `RetryRun`). Rejects with
+   * `RunNotFoundError` when the log does not know the run, `DuplicateRunError` while it is still in flight.
+   */
+  retryRun(taskId: string, runId: string): Promise<QueuedRun> {
+    try {
+      if (this.#claims.claimedIndex(taskId) < 0) throw new TaskNotClaimedError(taskId);
+      const log = this.#o.logWriter;
+      if (log.findRun === undefined) {
+        throw new InvalidStateError('Expected a log writer with findRun() to retry runs, but it has none');
+      }
+      return Promise.resolve(log.findRun(taskId, runId)).then((record) => {
+        if (record === undefined || !Number.isFinite(record.scheduledFor)) throw new RunNotFoundError(taskId, runId);
+        return this.forceRun(taskId, record.scheduledFor);
+      });
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
+  }
+
+  /** Starts the ticker: a tick now, then one at each earliest due time (and at least every `tickMs`). */
+  start(): void {
+    if (this.#state === SchedulerState.RUNNING) return;
+    if (this.#state === SchedulerState.STOPPING) {
+      throw new InvalidStateError('Expected the task scheduler to have stopped before start(), but it is stopping');
+    }
+    this.#clockDriven = true;
+    this.#setState(SchedulerState.RUNNING);
+    this.tick(this.#clock.now());
+  }
+
+  /**
+   * Stops the ticker and cancels every run in flight; resolves once they have all ended (logged `canceled`, or
+   * whatever they finished with first) and physically stopped. Claims are kept; `start()` resumes.
+   */
+  stop(): Promise<void> {
+    if (this.#state === SchedulerState.STOPPED) return Promise.resolve();
+    if (this.#state === SchedulerState.STOPPING) return this.#stopped!;
+    this.#setState(SchedulerState.STOPPING);
+    this.#disarm();
+    this.#stopped = new Promise<void>((resolve) => (this.#resolveStopped = resolve));
+    for (const activity of [...this.#activity.values()]) {
+      for (const run of [...activity.runs]) this.#cancelRun(run);
+    }
+    this.#checkStopped();
+    return this.#stopped;
+  }
+
+  stats(): TaskSchedulerStats {
+    return {
+      state: this.#state,
+      claimedTasks: this.#claims.claimedCount,
+      drainingTasks: this.#claims.drainingCount,
+      runsActive: this.#runsActive,
+      slotsBusy: this.#slotsBusy,
+      scheduledTasks: this.#calendar.size,
+      nextDue: this.#calendar.earliest(),
+    };
+  }
+
+  /** One task's view: claimed or draining (released, runs still stopping); `undefined` when neither. */
+  taskStats(taskId: string): TaskStats | undefined {
+    let index = this.#claims.claimedIndex(taskId);
+    const state = index >= 0 ? 'claimed' : 'draining';
+    if (index < 0) index = this.#claims.drainingIndex(taskId);
+    if (index < 0) return undefined;
+    const activity = this.#activity.get(index);
+    let slotsBusy = this.#slots.busy(this.#claims.slotBase(index), this.#claims.task(index).maxConcurrency);
+    for (const range of activity?.retired ?? []) slotsBusy += this.#slots.busy(range.base, range.count);
+    return { state, nextDue: this.#claims.nextDue(index), runs: activity?.runs.length ?? 0, slotsBusy };
+  }
+
+  // ── Work: the seed's taskScheduler.Work / runner.Start / startFromWorking ──────────────────────────────────
+
+  /** Starts runners of a task while runs are due and slots are free, then files the task by its next due time. */
+  #work(index: number, now: number): void {
+    if (this.#claims.state(index) !== ClaimState.CLAIMED) return;
+    this.#workDepth++;
+    try {
+      this.#workOnce(index, now);
+    } finally {
+      this.#workDepth--;
+    }
+    if (this.#workDepth === 0 && this.#deferred.size > 0) this.#drainDeferred();
+  }
+
+  /**
+   * Works tasks whose runs ended while a work cycle was on the stack. A runner that ends synchronously (an
+   * executor that throws at once) would otherwise recurse once per backlog entry.
+   */
+  #drainDeferred(): void {
+    if (this.#drainingDeferred) return;
+    this.#drainingDeferred = true;
+    try {
+      for (const index of this.#deferred) {
+        this.#deferred.delete(index);
+        if (this.#claims.state(index) === ClaimState.CLAIMED) this.#work(index, this.#latestNow());
+      }
+    } finally {
+      this.#drainingDeferred = false;
+    }
+  }
+
+  #workOnce(index: number, now: number): void {
+    if (this.#canRun()) {
+      const epoch = this.#claims.epoch(index);
+      const task = this.#claims.task(index);
+      const count = task.maxConcurrency;
+      const base = this.#claims.slotBase(index);
+      for (let k = 0; k < count; k++) {
+        if (!(this.#claims.nextDue(index) <= now)) break;
+        const activity = this.#activity.get(index);
+        // One creation at a time per task; runs of a released earlier claim still count (they hold slots).
+        if (activity !== undefined && (activity.creating || activity.runs.length >= count)) break;
+        const generation = this.#slots.claim(base + k);
+        if (generation < 0) continue; // this runner is working
+        this.#slotsBusy++;
+        if (!this.#startFromWorking(index, base + k, generation, now)) break;
+        // A listener may have released the task meanwhile.
+        if (this.#claims.state(index) !== ClaimState.CLAIMED || this.#claims.epoch(index) !== epoch) return;
+      }
+    }
+    this.#reschedule(index, now);
+  }
+
+  /**
+   * A runner whose slot is claimed asks the desired state for the due run and executes it. True when a run
+   * started synchronously (the runner is working and the next runner may try); false when it went idle or the
+   * desired state answers asynchronously (the answer continues the work).
+   */
+  #startFromWorking(index: number, slot: number, generation: number, now: number): boolean {
+    const activity = this.#activityOf(index);
+    const run = new ActiveRun(index, this.#claims.epoch(index), this.#claims.task(index), slot, generation);
+    activity.runs.push(run);
+    activity.creating = true;
+    this.#runsActive++;
+    this.#metrics.runsActive.inc();
+    let creation: MaybePromise<RunCreation>;
+    try {
+      creation = this.#o.desiredState.createNextRun(run.task.id, now);
+    } catch (error) {
+      this.#createFailed(run, error, now, false);
+      return false;
+    }
+    if (isPromiseLike(creation)) {
+      settle(
+        creation,
+        (created) => this.#created(run, created, now, true),
+        (error) => this.#createFailed(run, error, now, true),
+        this.#internalHandler,
+      );
+      return false;
+    }
+    return this.#created(run, creation, now, false);
+  }
+
+  #created(run: ActiveRun, creation: RunCreation, askedAt: number, async: boolean): boolean {
+    const activity = this.#activity.get(run.index)!;
+    activity.creating = false;
+    const created = creation?.created;
+    if (!isQueuedRun(created) || typeof creation.nextDue !== 'number' || Number.isNaN(creation.nextDue)) {
+      const error = new InvalidStateError(`Expected createNextRun to return { created: QueuedRun, nextDue }, got ${describeValue(creation)}`);
+      this.#createFailed(run, error, askedAt, async);
+      return false;
+    }
+    run.run = created;
+    const current = this.#isCurrent(run);
+    const now = async ? this.#latestNow() : askedAt;
+    if (current) {
+      let nextDue = creation.nextDue;
+      // A manual run queued while this creation was pending is due now, whatever this (older) answer says.
+      if (activity.forced) nextDue = Math.min(nextDue, now);
+      activity.forced = false;
+      activity.errorBackoff = undefined;
+      this.#claims.setNextDue(run.index, nextDue);
+    }
+    this.#write(run, RunStatus.SCHEDULED, now, undefined, undefined);
+    if (run.canceled || !current || !this.#canRun()) {
+      this.#endRun(run, RunStatus.CANCELED, this.#canceledError(run), undefined, undefined);
+      return false;
+    }
+    this.#execute(run);
+    if (async) this.#continue(run.index);
+    return true;
+  }
+
+  #createFailed(run: ActiveRun, error: unknown, askedAt: number, async: boolean): void {
+    const index = run.index;
+    const activity = this.#activity.get(index)!;
+    activity.creating = false;
+    this.#removeRun(run);
+    if (this.#isCurrent(run)) {
+      const now = async ? this.#latestNow() : askedAt;
+      const dueAt = notYetDueAt(error);
+      if (dueAt !== undefined && dueAt > askedAt) {
+        this.#claims.setNextDue(index, activity.forced ? Math.min(dueAt, now) : dueAt);
+        activity.errorBackoff = undefined;
+      } else {
+        // A real failure (or a "not yet due" for a time that is due): back off instead of asking every tick.
+        const backoff = (activity.errorBackoff ??= new Backoff(this.#o.backoff, { clock: this.#clock }));
+        const delay = Math.max(1, backoff.nextDelay());
+        this.#claims.setNextDue(index, now + delay);
+        this.#reportError(run.task.id, 'create_run', error, { retryInMs: delay });
+      }
+      activity.forced = false;
+    }
+    this.#tidy(index);
+    if (async) this.#continue(index);
+  }
+
+  /** Hands one attempt to the executor. */
+  #execute(run: ActiveRun): void {
+    run.phase = RunPhase.EXECUTING;
+    run.attempt++;
+    const queued = run.run!;
+    const now = this.#latestNow();
+    let delayMs = 0;
+    if (run.attempt === 1) {
+      run.startedAt = now;
+      delayMs = now - queued.runAt;
+      this.#metrics.scheduleDelay.observe(Math.max(0, delayMs) / 1000);
+    }
+    this.#write(run, RunStatus.STARTED, now, undefined, undefined);
+    if (this.events.hasListeners('task:run:start')) {
+      this.events.emit('task:run:start', {
+        taskId: queued.taskId,
+        runId: queued.runId,
+        scheduledFor: queued.scheduledFor,
+        runAt: queued.runAt,
+        attempt: run.attempt,
+        slot: run.slot,
+        delayMs,
+      });
+    }
+    if (run.canceled) {
+      // A listener canceled it before it reached the executor.
+      this.#endRun(run, RunStatus.CANCELED, this.#canceledError(run), undefined, undefined);
+      return;
+    }
+    let promise: RunPromise;
+    try {
+      promise = this.#o.executor.execute(queued, {
+        task: run.task,
+        slot: { table: this.#slots, slot: run.slot, generation: run.generation },
+        attempt: run.attempt,
+      });
+      if (promise === null || typeof promise !== 'object' || typeof promise.wait !== 'function') {
+        throw new InvalidStateError(`Expected execute() to return a RunPromise, got ${describeValue(promise)}`);
+      }
+    } catch (error) {
+      // Could not even begin: as a failed attempt, retryable (the seed's "TODO(mr): retry?").
+      this.#reportError(queued.taskId, 'execute', error, { runId: queued.runId });
+      this.#attemptEnded(run, { error: toError(error), retryable: true }, undefined);
+      return;
+    }
+    run.promise = promise;
+    let waiting: Promise<RunResult>;
+    try {
+      waiting = promise.wait();
+    } catch (error) {
+      waiting = Promise.reject(error as Error);
+    }
+    settle(
+      waiting,
+      (result) => this.#attemptEnded(run, normalizeResult(result), promise),
+      (error) => this.#attemptEnded(run, isRunCanceled(error) ? CANCELED : { error: toError(error), retryable: true }, promise),
+      this.#internalHandler,
+    );
+  }
+
+  /** An attempt's `wait()` settled: end the run, or retry it. */
+  #attemptEnded(run: ActiveRun, outcome: AttemptOutcome, promise: RunPromise | undefined): void {
+    if (run.phase !== RunPhase.EXECUTING) return;
+    const stopped = this.#physicalStop(promise);
+    if (outcome === CANCELED || (run.canceled && outcome.error !== undefined)) {
+      this.#endRun(run, RunStatus.CANCELED, this.#canceledError(run), stopped, undefined);
+    } else if (outcome.error === undefined) {
+      this.#endRun(run, RunStatus.SUCCESS, undefined, stopped, outcome.value);
+    } else if (
+      outcome.retryable === true &&
+      run.attempt <= (run.task.retry ?? taskDefaults.retry) &&
+      this.#isCurrent(run) &&
+      this.#canRun()
+    ) {
+      run.phase = RunPhase.STOPPING_ATTEMPT;
+      const error = outcome.error;
+      this.#afterStop(stopped, () => this.#retryAfterStop(run, error));
+    } else {
+      this.#endRun(run, RunStatus.FAILED, outcome.error, stopped, undefined);
+    }
+  }
+
+  /** The failed attempt has stopped: free its slot generation, claim the slot again and wait out the backoff. */
+  #retryAfterStop(run: ActiveRun, error: Error): void {
+    this.#freeSlot(run);
+    if (run.canceled || !this.#isCurrent(run) || !this.#canRun()) {
+      this.#endRun(run, RunStatus.CANCELED, this.#canceledError(run), undefined, undefined);
+      return;
+    }
+    const generation = this.#slots.claim(run.slot);
+    if (generation < 0) {
+      const taken = new InvalidStateError(`Expected runner slot ${run.slot} to be idle between attempts, but it was taken`);
+      this.#endRun(run, RunStatus.FAILED, taken, undefined, undefined);
+      return;
+    }
+    run.generation = generation;
+    run.holdsSlot = true;
+    this.#slotsBusy++;
+    run.backoff ??= new Backoff(this.#o.backoff, { clock: this.#clock });
+    const delayMs = run.backoff.nextDelay();
+    run.phase = RunPhase.BACKOFF;
+    this.#write(run, RunStatus.SCHEDULED, this.#latestNow(), error, undefined, run.attempt + 1);
+    this.#metrics.retries.inc();
+    if (this.events.hasListeners('task:run:retry')) {
+      this.events.emit('task:run:retry', { taskId: run.task.id, runId: run.run!.runId, attempt: run.attempt + 1, delayMs, error });
+    }
+    if (run.phase !== RunPhase.BACKOFF) return; // canceled by a listener
+    run.timer = this.#clock.setTimer(() => {
+      run.timer = undefined;
+      if (run.phase !== RunPhase.BACKOFF || run.canceled) return;
+      try {
+        this.#execute(run);
+      } catch (inner) {
+        this.#internal(inner);
+      }
+    }, delayMs);
+  }
+
+  #cancelRun(run: ActiveRun): void {
+    if (run.canceled || run.phase === RunPhase.ENDING) return;
+    run.canceled = true;
+    // The thread sees this in shared memory, without a message.
+    if (run.holdsSlot) this.#slots.cancel(run.slot, run.generation);
+    if (run.phase === RunPhase.EXECUTING) {
+      try {
+        run.promise?.cancel();
+      } catch (error) {
+        this.#reportError(run.task.id, 'cancel', error, { runId: run.run?.runId });
+      }
+    } else if (run.phase === RunPhase.BACKOFF) {
+      if (run.timer !== undefined) this.#clock.clearTimer(run.timer);
+      run.timer = undefined;
+      this.#endRun(run, RunStatus.CANCELED, this.#canceledError(run), undefined, undefined);
+    }
+    // CREATING and STOPPING_ATTEMPT see `canceled` when they continue.
+  }
+
+  /**
+   * The final status is decided: `finishRun`, log it (once), then free the slot when the execution has stopped.
+   * A `finishRun` failure turns a success into `failed` (as the seed does: the run could not be recorded).
+   */
+  #endRun(run: ActiveRun, status: FinalRunStatus, error: Error | undefined, stopped: PromiseLike<void> | undefined, value: unknown): void {
+    if (run.phase === RunPhase.ENDING) return;
+    run.phase = RunPhase.ENDING;
+    const queued = run.run!;
+    const done = (finishFailed: boolean, finishError: unknown): void => {
+      let final = status;
+      let cause = error;
+      if (finishFailed) {
+        this.#reportError(queued.taskId, 'finish_run', finishError, { runId: queued.runId });
+        if (final === RunStatus.SUCCESS) {
+          final = RunStatus.FAILED;
+          cause = toError(finishError);
+        }
+      }
+      const now = this.#latestNow();
+      this.#write(run, final, now, cause, value);
+      this.#metrics.runEnded(final, run.startedAt === undefined ? undefined : now - run.startedAt);
+      this.#afterStop(stopped, () => this.#runStopped(run, final, cause, value));
+    };
+    let finishing: MaybePromise<void>;
+    try {
+      finishing = this.#o.desiredState.finishRun(queued.taskId, queued.runId);
+    } catch (finishError) {
+      done(true, finishError);
+      return;
+    }
+    settle(finishing, () => done(false, undefined), (finishError) => done(true, finishError), this.#internalHandler);
+  }
+
+  /** The run has ended and stopped: free its slot, then let its runner try the next due run. */
+  #runStopped(run: ActiveRun, status: FinalRunStatus, error: Error | undefined, value: unknown): void {
+    this.#removeRun(run);
+    if (this.events.hasListeners('task:run:finish')) {
+      const queued = run.run!;
+      this.events.emit('task:run:finish', {
+        taskId: queued.taskId,
+        runId: queued.runId,
+        scheduledFor: queued.scheduledFor,
+        status,
+        attempts: run.attempt,
+        error,
+        value,
+      });
+    }
+    const index = run.index;
+    this.#tidy(index);
+    this.#continue(index);
+    this.#checkStopped();
+  }
+
+  /** Works a task with the scheduler's latest now (the seed's `startFromWorking(now)` used a stale one). */
+  #continue(index: number): void {
+    if (this.#workDepth > 0) {
+      this.#deferred.add(index); // the work cycle on the stack takes it when it unwinds
+      return;
+    }
+    if (this.#claims.state(index) === ClaimState.CLAIMED) this.#work(index, this.#latestNow());
+    this.#arm();
+  }
+
+  /** A manual run was queued: the task is due now. */
+  #forced(index: number, epoch: number): void {
+    if (this.#claims.state(index) !== ClaimState.CLAIMED || this.#claims.epoch(index) !== epoch) return;
+    const now = this.#latestNow();
+    const activity = this.#activity.get(index);
+    if (activity?.creating === true) activity.forced = true;
+    if (this.#claims.nextDue(index) > now) this.#claims.setNextDue(index, now);
+    this.#calendar.delete(index);
+    this.#work(index, now);
+    this.#arm();
+  }
+
+  /**
+   * Files a claimed task by its next due time. A task due now stays out of the calendar only while it has runs
+   * (one of them ending works it again); nothing due is ever left in the calendar of a running scheduler, so a
+   * tick cannot spin on it.
+   */
+  #reschedule(index: number, now: number): void {
+    if (this.#claims.state(index) !== ClaimState.CLAIMED) {
+      this.#calendar.delete(index);
+      return;
+    }
+    const due = this.#claims.nextDue(index);
+    if (due > now) {
+      if (due === Infinity) this.#calendar.delete(index);
+      else this.#calendar.set(index, due);
+      return;
+    }
+    const activity = this.#activity.get(index);
+    if (activity !== undefined && activity.runs.length > 0) {
+      this.#calendar.delete(index);
+      return;
+    }
+    if (!this.#canRun()) {
+      this.#calendar.set(index, due); // the first tick after start() takes it
+      return;
+    }
+    // Due and idle, yet nothing started: only a misbehaving component gets here. Look again shortly.
+    const again = now + Math.max(1, this.#o.backoff.baselineMs);
+    this.#claims.setNextDue(index, again);
+    this.#calendar.set(index, again);
+  }
+
+  // ── Bookkeeping ────────────────────────────────────────────────────────────────────────────────────────────
+
+  #activityOf(index: number): TaskActivity {
+    let activity = this.#activity.get(index);
+    if (activity === undefined) {
+      activity = new TaskActivity();
+      this.#activity.set(index, activity);
+    }
+    return activity;
+  }
+
+  /** Frees the run's slot generation (the execution has stopped, or never began). */
+  #freeSlot(run: ActiveRun): void {
+    if (!run.holdsSlot) return;
+    run.holdsSlot = false;
+    this.#slots.finish(run.slot, run.generation);
+    this.#slotsBusy--;
+  }
+
+  #removeRun(run: ActiveRun): void {
+    this.#freeSlot(run);
+    const activity = this.#activity.get(run.index);
+    const at = activity === undefined ? -1 : activity.runs.indexOf(run);
+    if (at < 0) return;
+    activity!.runs.splice(at, 1);
+    this.#runsActive--;
+    this.#metrics.runsActive.dec();
+  }
+
+  /** Releases what a task no longer needs: retired slot ranges, a drained claim, resolved waiters, idle activity. */
+  #tidy(index: number): void {
+    const activity = this.#activity.get(index);
+    if (this.#claims.state(index) === ClaimState.DRAINING && (activity === undefined || activity.runs.length === 0)) {
+      const task = this.#claims.task(index);
+      this.#slots.release(this.#claims.slotBase(index), task.maxConcurrency);
+      for (const range of activity?.retired ?? []) this.#slots.release(range.base, range.count);
+      this.#claims.free(index);
+      this.#activity.delete(index);
+      for (const waiter of activity?.waiters ?? []) waiter.resolve();
+      return;
+    }
+    if (activity === undefined) return;
+    if (activity.waiters !== undefined) {
+      const pending = activity.waiters.filter((waiter) => activity.runs.some((run) => run.epoch < waiter.epoch));
+      for (const waiter of activity.waiters) if (!pending.includes(waiter)) waiter.resolve();
+      activity.waiters = pending.length > 0 ? pending : undefined;
+    }
+    if (activity.retired !== undefined) {
+      const busy = activity.retired.filter((range) => this.#slots.busy(range.base, range.count) > 0);
+      for (const range of activity.retired) if (!busy.includes(range)) this.#slots.release(range.base, range.count);
+      activity.retired = busy.length > 0 ? busy : undefined;
+    }
+    if (activity.isIdle()) this.#activity.delete(index);
+  }
+
+  #isCurrent(run: ActiveRun): boolean {
+    return this.#claims.state(run.index) === ClaimState.CLAIMED && this.#claims.epoch(run.index) === run.epoch;
+  }
+
+  #canRun(): boolean {
+    return this.#state === SchedulerState.IDLE || this.#state === SchedulerState.RUNNING;
+  }
+
+  #latestNow(): number {
+    return this.#clockDriven ? this.#clock.now() : this.#now;
+  }
+
+  #physicalStop(promise: RunPromise | undefined): PromiseLike<void> | undefined {
+    if (promise?.finished === undefined) return undefined;
+    try {
+      const finished = promise.finished();
+      return isPromiseLike(finished) ? finished : undefined;
+    } catch (error) {
+      this.#internal(error);
+      return undefined;
+    }
+  }
+
+  /** Runs `next` once the execution has physically stopped (at once when there is nothing to wait for). */
+  #afterStop(stopped: PromiseLike<void> | undefined, next: () => void): void {
+    // A rejected `finished()` still means the execution is over.
+    settle<void>(stopped, next, next, this.#internalHandler);
+  }
+
+  #write(run: ActiveRun, status: RunStatus, when: number, error: Error | undefined, value: unknown, attempt = run.attempt): void {
+    const queued = run.run!;
+    const details: RunStateDetails =
+      error === undefined && value === undefined
+        ? { scheduledFor: queued.scheduledFor, runAt: queued.runAt, attempt }
+        : { scheduledFor: queued.scheduledFor, runAt: queued.runAt, attempt, error, value };
+    try {
+      const written = this.#o.logWriter.updateRunState(run.task, queued.runId, when, status, details);
+      if (isPromiseLike(written)) {
+        written.then(undefined, (writeError: unknown) => this.#reportError(queued.taskId, 'log', writeError, { runId: queued.runId, status }));
+      }
+    } catch (writeError) {
+      this.#reportError(queued.taskId, 'log', writeError, { runId: queued.runId, status });
+    }
+  }
+
+  #canceledError(run: ActiveRun): RunCanceledError {
+    return new RunCanceledError(run.task.id, run.run?.runId ?? '');
+  }
+
+  #reportError(taskId: string, operation: SchedulerOperation, error: unknown, facts: Record<string, unknown>): void {
+    this.#metrics.errors.inc({ operation });
+    this.#logger.warn({ err: error, taskId, operation, ...facts }, `task ${operation} failed`);
+    if (this.events.hasListeners('task:error')) this.events.emit('task:error', { taskId, operation, error: toError(error) });
+  }
+
+  #internal(error: unknown): void {
+    this.#logger.error({ err: error }, 'task scheduler internal error');
+  }
+
+  #checkStopped(): void {
+    if (this.#state !== SchedulerState.STOPPING || this.#runsActive > 0) return;
+    this.#setState(SchedulerState.STOPPED);
+    const resolve = this.#resolveStopped;
+    this.#resolveStopped = undefined;
+    resolve?.();
+  }
+
+  #setState(state: SchedulerStateValue): void {
+    if (this.#state === state) return;
+    this.#state = state;
+    if (this.events.hasListeners('task:state')) this.events.emit('task:state', { state });
+  }
+
+  // ── Ticker ─────────────────────────────────────────────────────────────────────────────────────────────────
+
+  /**
+   * Arms one timer for the earliest due time (capped at `tickMs` after the last tick). Nothing due is ever left
+   * in the calendar after a tick, so the timer is never for a time already handled and the ticker cannot spin.
+   */
+  #arm(): void {
+    if (this.#state !== SchedulerState.RUNNING) return;
+    let target = this.#calendar.earliest();
+    if (this.#o.tickMs > 0 && this.#claims.claimedCount > 0) target = Math.min(target, this.#lastTickAt + this.#o.tickMs);
+    if (target === this.#timerDue) return;
+    this.#disarm();
+    if (target === Infinity) return;
+    this.#timerDue = target;
+    this.#timer = this.#clock.setTimer(this.#onTimer, target - this.#clock.now());
+  }
+
+  #disarm(): void {
+    if (this.#timer !== undefined) this.#clock.clearTimer(this.#timer);
+    this.#timer = undefined;
+    this.#timerDue = Infinity;
+  }
+}
+
+function isQueuedRun(value: unknown): value is QueuedRun {
+  if (value === null || typeof value !== 'object') return false;
+  const run = value as Record<string, unknown>;
+  return (
+    typeof run['taskId'] === 'string' &&
+    typeof run['runId'] === 'string' &&
+    typeof run['scheduledFor'] === 'number' &&
+    typeof run['runAt'] === 'number'
+  );
+}
+
+function notYetDueAt(error: unknown): number | undefined {
+  if (error instanceof RunNotYetDueError) return error.dueAt;
+  // An error that crossed a boundary (a durable backend, a thread) keeps its code but not its class.
+  const { code, dueAt, details } = (error ?? {}) as { code?: unknown; dueAt?: unknown; details?: { dueAt?: unknown } };
+  if (code !== 'ERR_RUN_NOT_YET_DUE') return undefined;
+  const at = typeof dueAt === 'number' ? dueAt : details?.dueAt;
+  return typeof at === 'number' && !Number.isNaN(at) ? at : undefined;
+}
+
+function isRunCanceled(error: unknown): boolean {
+  return error instanceof RunCanceledError || (error as { code?: unknown } | null)?.code === 'ERR_RUN_CANCELED';
+}
+
+function toError(value: unknown): Error {
+  if (value instanceof Error) return value;
+  return new UserCodeError(`Expected an Error, got ${describeValue(value)}`, { cause: value });
+}
+
+function normalizeResult(result: unknown): RunResult {
+  if (result === null || typeof result !== 'object') return {};
+  const { error, retryable, value } = result as RunResult;
+  if (error === undefined || error === null) return value === undefined ? {} : { value };
+  return { error: toError(error), retryable: retryable === true };
+}

@@ -1,0 +1,147 @@
+/**
+ * The interfaces of the task scheduler, after InfluxDB's `task/backend/scheduler.go` (names camelCased, times in
+ * epoch milliseconds). The scheduler is "dumb": it tells the desired state what time it thinks it is, and the
+ * desired state creates the run that is due (or says when the next one will be).
+ */
+import type { SlotTable } from '../slots/slot-table.js';
+import type { MaybePromise } from './maybe-promise.js';
+import type { Task } from './task.js';
+
+export type { MaybePromise } from './maybe-promise.js';
+
+/** A run that has been assigned an id, but whose execution has not necessarily started. */
+export interface QueuedRun {
+  readonly taskId: string;
+  readonly runId: string;
+  /** The scheduled time: the "now" the run computes for. */
+  readonly scheduledFor: number;
+  /** When it is due for dispatch: `scheduledFor + offset` for a scheduled run, the request time for a manual one. */
+  readonly runAt: number;
+}
+
+/** What `createNextRun` made: the run, and when the next one is due (`<= now` while a backlog remains). */
+export interface RunCreation {
+  readonly created: QueuedRun;
+  readonly nextDue: number;
+}
+
+/**
+ * Persists the desired state of runs. Either method may return a value or a promise; the scheduler handles both,
+ * and calls into one task serially (never two `createNextRun` of one task at once).
+ */
+export interface DesiredState {
+  /**
+   * Creates the next run of the task that is due at `now`, applying the task's catch-up policy; manual runs come
+   * before scheduled ones. Throws (or rejects with) `RunNotYetDueError` carrying `dueAt` when none is due.
+   */
+  createNextRun(taskId: string, now: number): MaybePromise<RunCreation>;
+  /** The run is no longer intended to be executed: called once after every run ends (success, failure or cancel). */
+  finishRun(taskId: string, runId: string): MaybePromise<void>;
+  /**
+   * Optional: queues a manual run for `scheduledFor`, ahead of scheduled runs (`TaskScheduler.forceRun`). Throws
+   * `DuplicateRunError` when a run for that time is queued or in flight.
+   */
+  forceRun?(taskId: string, scheduledFor: number, now: number): MaybePromise<QueuedRun>;
+}
+
+/** How an attempt ended. `error` absent means success. */
+export interface RunResult {
+  readonly error?: Error;
+  /** The failure is transient: the scheduler retries it while the task's `retry` allows. */
+  readonly retryable?: boolean;
+  readonly value?: unknown;
+}
+
+/** An execution in progress. */
+export interface RunPromise {
+  run(): QueuedRun;
+  /** Same result for every caller; rejects with `RunCanceledError` after `cancel()`. */
+  wait(): Promise<RunResult>;
+  /** Idempotent; a no-op once `wait()` settled. */
+  cancel(): void;
+  /**
+   * Optional: resolves when the execution has physically stopped (its thread returned or was terminated). Absent:
+   * `wait()` settling means stopped. The scheduler frees the run's slot only then, so a thread that ignores a
+   * cancel for a while still counts against `maxConcurrency`.
+   */
+  finished?(): Promise<void>;
+}
+
+/** The runner slot a run holds, for the executor's thread: `start(slot, generation)`, then poll `isCanceled`. */
+export interface RunSlot {
+  readonly table: SlotTable;
+  readonly slot: number;
+  readonly generation: number;
+}
+
+export interface ExecuteContext {
+  readonly task: Task;
+  readonly slot: RunSlot;
+  /** 1 for the first attempt, 2 for the first retry, … */
+  readonly attempt: number;
+}
+
+/** Begins executing runs. A user's executor may ignore `context`. */
+export interface Executor {
+  execute(run: QueuedRun, context: ExecuteContext): RunPromise;
+}
+
+/** Run statuses as logged. A run logs exactly one final status: `success`, `failed` or `canceled`. */
+export const RunStatus = Object.freeze({
+  SCHEDULED: 'scheduled',
+  STARTED: 'started',
+  SUCCESS: 'success',
+  FAILED: 'failed',
+  CANCELED: 'canceled',
+} as const);
+export type RunStatus = (typeof RunStatus)[keyof typeof RunStatus];
+export type FinalRunStatus = typeof RunStatus.SUCCESS | typeof RunStatus.FAILED | typeof RunStatus.CANCELED;
+
+export function isFinalStatus(status: RunStatus): status is FinalRunStatus {
+  return status === RunStatus.SUCCESS || status === RunStatus.FAILED || status === RunStatus.CANCELED;
+}
+
+/**
+ * Facts that come with a state change. `scheduled` is logged when a run is created and again before each retry
+ * (with the `attempt` about to start and the `error` of the one before); `started` once per attempt.
+ */
+export interface RunStateDetails {
+  readonly scheduledFor: number;
+  readonly runAt: number;
+  readonly attempt: number;
+  readonly error?: Error;
+  /** The result value of a successful run. */
+  readonly value?: unknown;
+}
+
+/** One entry of a run's history. */
+export interface RunStateChange {
+  readonly status: RunStatus;
+  readonly when: number;
+  readonly attempt: number;
+  readonly error?: Error;
+}
+
+/** What a queryable run log knows about one run. */
+export interface RunRecord {
+  readonly taskId: string;
+  readonly runId: string;
+  readonly scheduledFor: number;
+  readonly runAt: number;
+  /** The latest status. */
+  readonly status: RunStatus;
+  /** The final status, once the run has ended. */
+  readonly finalStatus: FinalRunStatus | undefined;
+  /** Attempts started. */
+  readonly attempts: number;
+  /** The error of the final failure, or of the latest failed attempt. */
+  readonly error: Error | undefined;
+  readonly history: readonly RunStateChange[];
+}
+
+/** Records run state changes. Either method may return a value or a promise; a failing write is logged, not fatal. */
+export interface LogWriter {
+  updateRunState(task: Task, runId: string, when: number, status: RunStatus, details?: RunStateDetails): MaybePromise<void>;
+  /** Optional: looks a run up (`TaskScheduler.retryRun` needs it). */
+  findRun?(taskId: string, runId: string): MaybePromise<RunRecord | undefined>;
+}
