@@ -54,6 +54,8 @@ export class Entry implements HeapNode, DeadlineNode {
   timedOutToken = '';
   /** Deliveries from its scheduler queue (not from `_failed`); never exceeds the delivery limit. */
   deliveries = 0;
+  /** Its job's slot while it holds it or is pending behind it (saves the map lookups on ack). */
+  slot: JobSlot | undefined = undefined;
   holdsSlot = false;
   nackPaused = false;
   /** Clock time it last became ready (wait and response time). */
