@@ -1,0 +1,172 @@
+/**
+ * `npm start`: a Nomad-style cluster scheduler on tickpool. Flags are in cli.ts; this file only wires the parts:
+ *
+ *   load-generator ──► engine.state (jobs) + engine.enqueue(evaluation)
+ *   engine workers ──► pool threads: schedulers/service.ts, schedulers/batch.ts (score every node) ──► plan
+ *   plan applier   ──► version check + evaluate-plan.ts (fit check) ──► commit, or refresh and re-run
+ *   run-stats, status line, metrics server ──► report.ts
+ */
+import { createEngine, Registry } from '../../src/index.js';
+import { parseCli, usage, UsageError, type CliOptions } from './cli.js';
+import { auditCapacity, seedNodes, seededRandom } from './cluster-state.js';
+import { createFitCheck } from './evaluate-plan.js';
+import { LoadGenerator } from './load-generator.js';
+import { createLogger } from './logger.js';
+import { serveMetrics, type MetricsServer } from './metrics-server.js';
+import { tables } from './model.js';
+import { Probe } from './probe.js';
+import { brokerRemainder, formatProgress, formatReport, summarize, type Report } from './report.js';
+import { RunStats } from './run-stats.js';
+import { StatusLine } from './status-line.js';
+
+const PROGRESS_MS = 250;
+/** How long evaluations in hand may take to finish when the run ends. */
+const STOP_GRACE_MS = 2_000;
+
+function parseOrExit(argv: readonly string[]): CliOptions {
+  try {
+    return parseCli(argv);
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    process.stderr.write(`error: ${error.message}\n\n${usage}`);
+    process.exit(2);
+  }
+}
+
+/** Resolves after `ms`, or at once on Ctrl-C (the run then ends early with its report). */
+function runFor(ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      process.off('SIGINT', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    process.once('SIGINT', done);
+  });
+}
+
+async function main(): Promise<void> {
+  const cli = parseOrExit(process.argv.slice(2));
+  if (cli.help) {
+    process.stdout.write(usage);
+    return;
+  }
+  const tty = process.stderr.isTTY === true;
+  const line = new StatusLine(process.stderr, tty && !cli.headless);
+  const logger = await createLogger(cli.logLevel, line, tty);
+  const random = seededRandom(cli.seed);
+  const fit = createFitCheck();
+  const probe = new Probe();
+
+  const engine = createEngine({
+    threads: cli.threads,
+    workers: cli.workers,
+    schedulers: {
+      service: new URL('./schedulers/service.js', import.meta.url),
+      batch: new URL('./schedulers/batch.js', import.meta.url),
+    },
+    tables,
+    evaluatePlan: fit.evaluatePlan,
+    backoff: { baselineMs: cli.backoffBaselineMs, limitMs: cli.backoffLimitMs },
+    logger: logger.child({ component: 'tickpool' }),
+    registry: new Registry(),
+  });
+  seedNodes(engine.state, cli.nodes, random);
+  const stats = new RunStats(engine, probe);
+  await engine.start();
+
+  let metrics: MetricsServer | undefined;
+  if (cli.metricsPort !== undefined) {
+    metrics = await serveMetrics(engine.options.registry, cli.metricsPort);
+    logger.info({ url: metrics.url }, 'serving Prometheus metrics');
+  }
+  logger.info(
+    { threads: engine.options.threads.max, workers: engine.options.workers, nodes: cli.nodes, jobs: cli.jobs, rate: cli.rate, durationS: cli.durationS },
+    'cluster demo started',
+  );
+
+  const load = new LoadGenerator({ engine, probe, rate: cli.rate, jobs: cli.jobs, random });
+  const started = performance.now();
+  load.start();
+  let refreshes = 0;
+  let conflicts = 0;
+  const progress = setInterval(() => {
+    stats.reapSuperseded();
+    if (!line.live) return;
+    const b = engine.broker.stats();
+    line.set(
+      formatProgress({
+        elapsedS: (performance.now() - started) / 1000,
+        durationS: cli.durationS,
+        done: stats.acked + stats.failed,
+        placements: stats.placements,
+        refreshes,
+        conflicts,
+        backlog: b.totalReady + b.totalPending + b.totalWaiting,
+      }),
+    );
+    // The counters live in the Prometheus registry, read asynchronously: the line shows the last reading.
+    void stats.plans().then((p) => {
+      refreshes = p.refreshes;
+      conflicts = Object.values(p.rejectedWrites).reduce((s, n) => s + n, 0);
+    });
+  }, PROGRESS_MS);
+
+  await runFor(cli.durationS * 1000);
+  load.stop();
+  clearInterval(progress);
+  line.end();
+  logger.info({ enqueued: load.enqueued }, 'load stopped; stopping the engine');
+  await engine.stop({ graceMs: STOP_GRACE_MS });
+  const elapsedS = (performance.now() - started) / 1000;
+  stats.reapSuperseded();
+  await metrics?.close();
+
+  const brokerStats = engine.broker.stats();
+  const inBroker = brokerRemainder(brokerStats);
+  const held = inBroker.ready + inBroker.pending + inBroker.unacked + inBroker.waiting + inBroker.cancelable + inBroker.failed;
+  const threads = engine.options.threads.max;
+  const report: Report = {
+    config: {
+      threads,
+      workers: engine.options.workers,
+      durationS: cli.durationS,
+      rate: cli.rate,
+      nodes: cli.nodes,
+      jobs: cli.jobs,
+      seed: cli.seed,
+      backoff: { baselineMs: engine.options.backoff.baselineMs, limitMs: engine.options.backoff.limitMs },
+    },
+    elapsedS,
+    evaluations: {
+      enqueued: load.enqueued,
+      acked: stats.acked,
+      failed: stats.failed,
+      failedBy: stats.failedBy,
+      superseded: stats.superseded,
+      nacks: stats.nacks,
+      nackTimeouts: stats.nackTimeouts,
+      inBroker,
+      lost: load.enqueued - stats.acked - stats.superseded - held,
+      perSecond: stats.acked / elapsedS,
+    },
+    placements: { allocsWritten: stats.placements, allocsStopped: stats.stops, noRoom: probe.unplaced() },
+    plans: { ...(await stats.plans()), fitCheck: { ...fit.stats } },
+    latencyMs: { dispatch: summarize(stats.dispatch), endToEnd: summarize(stats.endToEnd) },
+    threads: {
+      count: threads,
+      schedulerUtilization: Number(probe.busyNs()) / 1e9 / (threads * elapsedS),
+      engineUtilization: engine.utilization(),
+    },
+    capacity: auditCapacity(engine.state.snapshot()),
+    tasks: null,
+  };
+  if (cli.headless) process.stdout.write(`${JSON.stringify(report)}\n`);
+  else process.stdout.write(formatReport(report));
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`cluster demo failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.exit(1);
+});
