@@ -564,15 +564,18 @@ export class EvalBroker {
         bestPriority = head.priority;
         tied[0] = queue;
         ties = 1;
-      } else if (head.priority === bestPriority && queue !== best) {
-        tied[ties++] = queue;
+      } else if (head.priority === bestPriority) {
+        // A type listed twice must not get two chances.
+        let listed = false;
+        for (let t = 0; t < ties && !listed; t++) listed = tied[t] === queue;
+        if (!listed) tied[ties++] = queue;
       }
     }
     if (ties > 1) {
       const at = Math.floor(this.#random() * ties);
       best = tied[at < 0 ? 0 : at >= ties ? ties - 1 : at];
     }
-    tied.length = 0;
+    // `tied` is not truncated (setting length is a runtime call); slots past `ties` are stale queues, never read.
     return best;
   }
 

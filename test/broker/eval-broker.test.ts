@@ -124,6 +124,13 @@ describe('ready order', () => {
     assert.ok(served.a > 60 && served.b > 60, `both types served: ${JSON.stringify(served)}`);
   });
 
+  test('a type listed twice gets no extra chance in a tie-break', () => {
+    const { broker } = harness({ random: () => 0.4 });
+    broker.enqueue(ev('ja', { type: 'a' }));
+    broker.enqueue(ev('jb', { type: 'b' }));
+    assert.equal(broker.tryDequeue(['a', 'b', 'b'])!.evaluation.type, 'a', 'ties are [a, b], not [a, b, b]');
+  });
+
   test('a random source outside [0, 1) still picks one of the tied queues', () => {
     const { broker } = harness({ random: () => 1 });
     broker.enqueue(ev('ja', { type: 'a' }));
