@@ -139,7 +139,8 @@ export class EvalBroker {
   #totalWaiting = 0;
 
   #seq = 0;
-  /** Tokens are a per-broker random prefix plus a counter: unique, unguessable across brokers, and cheap. */
+  /** Tokens are a per-broker random prefix plus a counter: unique across brokers and deliveries, and cheap. They
+   * prove a delivery, they are not secrets. */
   readonly #tokenPrefix: string;
   #tokenCounter = 0;
   /** Set when something became ready since waiters were last served; see #serveWaiters. */

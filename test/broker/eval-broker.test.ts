@@ -191,6 +191,25 @@ describe('one evaluation per job', () => {
     assert.equal(broker.inspect('older')?.state, 'cancelable');
   });
 
+  test('job slots stay correct across the sweep of emptied slots', () => {
+    const { broker } = harness();
+    broker.enqueue(ev('keep', { id: 'holder' }));
+    const held = broker.tryDequeue(['service'])!;
+    broker.enqueue(ev('keep', { id: 'behind' }));
+    // 10k jobs come and go: empty slots pile up past the sweep threshold (4096) more than once.
+    for (let i = 0; i < 10_000; i++) {
+      broker.enqueue(ev(`churn-${i % 5000}`, { id: `c${i}` }));
+      const d = broker.tryDequeue(['service'])!;
+      broker.ack(d.evaluation.id, d.token);
+    }
+    broker.enqueue(ev('churn-1', { id: 'again-1' }));
+    broker.enqueue(ev('churn-1', { id: 'again-2' }));
+    assert.equal(broker.inspect('again-2')?.state, 'pending', 'a swept job key serializes again');
+    assert.equal(broker.inspect('behind')?.state, 'pending');
+    broker.ack('holder', held.token);
+    assert.equal(broker.inspect('behind')?.state, 'ready', 'a held slot survived the sweeps');
+  });
+
   test('a nacked evaluation keeps its job slot through its re-enqueue delay', () => {
     const { broker, clock } = harness();
     broker.enqueue(ev('job', { id: 'a' }));
