@@ -17,16 +17,25 @@ export interface MemoryRunLogOptions {
 
 export const memoryRunLogDefaults = Object.freeze({ maxRunsPerTask: 100 });
 
-interface MutableRun {
+/** One run's record; mutable inside the log, handed out as frozen snapshots. */
+class MutableRun {
   readonly taskId: string;
   readonly runId: string;
   scheduledFor: number;
   runAt: number;
   status: RunStatus;
-  finalStatus: FinalRunStatus | undefined;
-  attempts: number;
-  error: Error | undefined;
-  readonly history: RunStateChange[];
+  finalStatus: FinalRunStatus | undefined = undefined;
+  attempts = 0;
+  error: Error | undefined = undefined;
+  readonly history: RunStateChange[] = [];
+
+  constructor(taskId: string, runId: string, status: RunStatus, details: RunStateDetails | undefined) {
+    this.taskId = taskId;
+    this.runId = runId;
+    this.scheduledFor = details?.scheduledFor ?? NaN;
+    this.runAt = details?.runAt ?? NaN;
+    this.status = status;
+  }
 }
 
 /**
@@ -34,11 +43,13 @@ interface MutableRun {
  *
  * It records what it is told, including mistakes: a second final status is kept in `history` (while
  * `finalStatus` stays the first), so tests can assert that each run logged exactly one.
+ *
+ * Per task the runs sit in an array in creation order. Writes almost always concern the newest runs, so the
+ * lookup scans from the end (one or two comparisons), which is cheaper than a Map per task in time and memory.
  */
 export class MemoryRunLog implements LogWriter {
   readonly #maxRunsPerTask: number;
-  // Per task, runs in creation order (a Map keeps insertion order, so the oldest is the first key).
-  readonly #runs = new Map<string, Map<string, MutableRun>>();
+  readonly #runs = new Map<string, MutableRun[]>();
 
   constructor(options: MemoryRunLogOptions = {}) {
     const max = options.maxRunsPerTask ?? memoryRunLogDefaults.maxRunsPerTask;
@@ -49,46 +60,35 @@ export class MemoryRunLog implements LogWriter {
   updateRunState(task: Task, runId: string, when: number, status: RunStatus, details?: RunStateDetails): void {
     let runs = this.#runs.get(task.id);
     if (runs === undefined) {
-      runs = new Map();
+      runs = [];
       this.#runs.set(task.id, runs);
     }
-    let run = runs.get(runId);
+    let run = find(runs, runId);
     if (run === undefined) {
-      run = {
-        taskId: task.id,
-        runId,
-        scheduledFor: details?.scheduledFor ?? NaN,
-        runAt: details?.runAt ?? NaN,
-        status,
-        finalStatus: undefined,
-        attempts: 0,
-        error: undefined,
-        history: [],
-      };
-      runs.set(runId, run);
-      this.#trim(runs);
+      run = new MutableRun(task.id, runId, status, details);
+      runs.push(run);
+      if (runs.length > this.#maxRunsPerTask) trim(runs);
     } else if (details !== undefined) {
       run.scheduledFor = details.scheduledFor;
       run.runAt = details.runAt;
     }
     const attempt = details?.attempt ?? run.attempts;
-    const change: RunStateChange =
-      details?.error === undefined ? { status, when, attempt } : { status, when, attempt, error: details.error };
-    run.history.push(Object.freeze(change));
+    const error = details?.error;
+    run.history.push(error === undefined ? { status, when, attempt } : { status, when, attempt, error });
     run.status = status;
-    if (status === RunStatus.STARTED) run.attempts = Math.max(run.attempts, attempt);
-    if (details?.error !== undefined) run.error = details.error;
-    if (isFinalStatus(status) && run.finalStatus === undefined) run.finalStatus = status;
+    if (status === RunStatus.STARTED && attempt > run.attempts) run.attempts = attempt;
+    if (error !== undefined) run.error = error;
+    if (run.finalStatus === undefined && isFinalStatus(status)) run.finalStatus = status;
   }
 
   /** Runs of a task, oldest first (snapshots). */
   runs(taskId: string): RunRecord[] {
-    const runs = this.#runs.get(taskId);
-    return runs === undefined ? [] : [...runs.values()].map(snapshot);
+    return (this.#runs.get(taskId) ?? []).map(snapshot);
   }
 
   findRun(taskId: string, runId: string): RunRecord | undefined {
-    const run = this.#runs.get(taskId)?.get(runId);
+    const runs = this.#runs.get(taskId);
+    const run = runs === undefined ? undefined : find(runs, runId);
     return run === undefined ? undefined : snapshot(run);
   }
 
@@ -101,21 +101,29 @@ export class MemoryRunLog implements LogWriter {
   forget(taskId: string): void {
     this.#runs.delete(taskId);
   }
+}
 
-  #trim(runs: Map<string, MutableRun>): void {
-    if (runs.size <= this.#maxRunsPerTask) return;
-    // Drop the oldest ended run; if every run is still live, the oldest one.
-    for (const [runId, run] of runs) {
-      if (run.finalStatus !== undefined) {
-        runs.delete(runId);
-        return;
-      }
-    }
-    const oldest = runs.keys().next();
-    if (oldest.done !== true) runs.delete(oldest.value);
-  }
+function find(runs: readonly MutableRun[], runId: string): MutableRun | undefined {
+  for (let i = runs.length - 1; i >= 0; i--) if (runs[i]!.runId === runId) return runs[i];
+  return undefined;
+}
+
+/** Drops the oldest ended run; if every run is still live, the oldest one. */
+function trim(runs: MutableRun[]): void {
+  const at = runs.findIndex((run) => run.finalStatus !== undefined);
+  runs.splice(at < 0 ? 0 : at, 1);
 }
 
 function snapshot(run: MutableRun): RunRecord {
-  return Object.freeze({ ...run, history: Object.freeze([...run.history]) });
+  return Object.freeze({
+    taskId: run.taskId,
+    runId: run.runId,
+    scheduledFor: run.scheduledFor,
+    runAt: run.runAt,
+    status: run.status,
+    finalStatus: run.finalStatus,
+    attempts: run.attempts,
+    error: run.error,
+    history: Object.freeze(run.history.map((change) => Object.freeze({ ...change }))),
+  });
 }

@@ -9,7 +9,7 @@
  * - backlog: more than one scheduled time due at once (the process was busy, or the task was claimed with
  *   `latestCompleted` in the past); `catchUp` decides what runs.
  */
-import { describeValue, InvalidTaskError } from '../errors.js';
+import { InvalidTaskError } from '../errors.js';
 import { parseEvery, parseSchedule, type Schedule } from './schedule/index.js';
 
 /** What a backlog runs: every due time in order (`'all'`), only the newest (`'latest'`), or none (`'none'`). */
@@ -181,8 +181,3 @@ function checkInteger(name: string, value: unknown, range: { readonly min: numbe
   }
 }
 
-/** Short description of a task for logs. */
-export function describeTask(task: Task): string {
-  const schedule = task.cron !== undefined ? `cron ${JSON.stringify(task.cron)}` : `every ${task.every ?? '?'} ms`;
-  return `task ${JSON.stringify(task.id)} (${schedule}, handler ${describeValue(task.handler)})`;
-}
