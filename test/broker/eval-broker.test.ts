@@ -206,6 +206,8 @@ describe('one evaluation per job', () => {
     broker.enqueue(ev('churn-1', { id: 'again-2' }));
     assert.equal(broker.inspect('again-2')?.state, 'pending', 'a swept job key serializes again');
     assert.equal(broker.inspect('behind')?.state, 'pending');
+    broker.enqueue(ev('keep', { id: 'late' }));
+    assert.equal(broker.inspect('late')?.state, 'pending', 'the held slot is still in the map');
     broker.ack('holder', held.token);
     assert.equal(broker.inspect('behind')?.state, 'ready', 'a held slot survived the sweeps');
   });
