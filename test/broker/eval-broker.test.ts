@@ -209,7 +209,8 @@ describe('one evaluation per job', () => {
     broker.enqueue(ev('keep', { id: 'late' }));
     assert.equal(broker.inspect('late')?.state, 'pending', 'the held slot is still in the map');
     broker.ack('holder', held.token);
-    assert.equal(broker.inspect('behind')?.state, 'ready', 'a held slot survived the sweeps');
+    assert.equal(broker.inspect('late')?.state, 'ready', 'a held slot survived the sweeps');
+    assert.equal(broker.inspect('behind')?.state, 'cancelable');
   });
 
   test('a nacked evaluation keeps its job slot through its re-enqueue delay', () => {
