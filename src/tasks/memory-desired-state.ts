@@ -66,7 +66,7 @@ export class MemoryDesiredState implements DesiredState {
   /**
    * Stores (or replaces) a task, validating it synchronously (`InvalidTaskError` naming the field). Returns the
    * validated, frozen task: hand that one to `claimTask` so that both share one copy. A new task starts after
-   * `meta.latestCompleted` (default: now); a replaced one keeps its progress unless `meta` says otherwise.
+   * `meta.latestCompleted` (default: now); a replaced one keeps its progress, which `meta` can only move forward.
    */
   putTask(task: unknown, meta?: unknown): Task {
     const valid = validateTask(task);
@@ -80,9 +80,11 @@ export class MemoryDesiredState implements DesiredState {
       this.#latestScheduled[index] = start;
       this.#latestCompleted[index] = start;
       this.#ids.set(valid.id, index);
-    } else if (latestCompleted !== undefined) {
+    } else if (latestCompleted !== undefined && latestCompleted > this.#latestScheduled[index]!) {
+      // Forward only: moving back would hand out scheduled times a second time (re-running the past is what
+      // `forceRun` is for).
       this.#latestScheduled[index] = latestCompleted;
-      this.#latestCompleted[index] = latestCompleted;
+      this.#latestCompleted[index] = Math.max(this.#latestCompleted[index]!, latestCompleted);
     }
     this.#tasks[index] = valid;
     this.#schedules[index] = schedule;

@@ -23,8 +23,10 @@ export interface TaskSchedulerOptions {
   /** prom-client registry for the scheduler's metrics. Default a fresh registry. */
   readonly registry?: Registry;
   /**
-   * Longest the ticker (`start()`) sleeps, ms: it wakes at the earliest due time, and at least this often, which
-   * bounds how late runs get if the wall clock jumps. 0: wake only at due times. Default 1000 (InfluxDB's tick).
+   * The ticker (`start()`) sleeps until the earliest due time. With `tickMs > 0` it also wakes at least every
+   * `tickMs` while tasks are claimed (InfluxDB ticked every second), which bounds how late runs get when the wall
+   * clock jumps forward or the machine was suspended; such a tick with nothing due costs O(1). Default 0: due
+   * times only.
    */
   readonly tickMs?: number;
   /** Slot table for runner slots (shared with pool threads). Default a new one. */
@@ -46,7 +48,7 @@ export interface ResolvedTaskSchedulerOptions {
   readonly backoff: ResolvedBackoffOptions;
 }
 
-export const taskSchedulerDefaults = Object.freeze({ tickMs: 1_000 });
+export const taskSchedulerDefaults = Object.freeze({ tickMs: 0 });
 
 /** Validates `options` (typed errors naming the option, expected vs received) and fills in defaults. */
 export function resolveTaskSchedulerOptions(options: unknown): ResolvedTaskSchedulerOptions {

@@ -523,6 +523,8 @@ export class TaskScheduler {
       return;
     }
     run.promise = promise;
+    // Canceled from inside execute() (a release by re-entrant code): the cancel could not reach the promise yet.
+    if (run.canceled) this.#cancelPromise(run, promise);
     let waiting: Promise<RunResult>;
     try {
       waiting = promise.wait();
@@ -601,17 +603,21 @@ export class TaskScheduler {
     // The thread sees this in shared memory, without a message.
     if (run.holdsSlot) this.#slots.cancel(run.slot, run.generation);
     if (run.phase === RunPhase.EXECUTING) {
-      try {
-        run.promise?.cancel();
-      } catch (error) {
-        this.#reportError(run.task.id, 'cancel', error, { runId: run.run?.runId });
-      }
+      if (run.promise !== undefined) this.#cancelPromise(run, run.promise);
     } else if (run.phase === RunPhase.BACKOFF) {
       if (run.timer !== undefined) this.#clock.clearTimer(run.timer);
       run.timer = undefined;
       this.#endRun(run, RunStatus.CANCELED, this.#canceledError(run), undefined, undefined);
     }
     // CREATING and STOPPING_ATTEMPT see `canceled` when they continue.
+  }
+
+  #cancelPromise(run: ActiveRun, promise: RunPromise): void {
+    try {
+      promise.cancel();
+    } catch (error) {
+      this.#reportError(run.task.id, 'cancel', error, { runId: run.run?.runId });
+    }
   }
 
   /**

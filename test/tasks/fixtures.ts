@@ -106,9 +106,15 @@ export class FakeExecutor implements Executor {
   readonly running = new Map<string, number>();
   readonly maxRunning = new Map<string, number>();
   throwOnExecute: Error | undefined;
+  /** Executions that started while their task already had `maxConcurrency` running (should stay empty). */
+  readonly violations: string[] = [];
 
   execute(run: QueuedRun, context: ExecuteContext): RunPromise {
     if (this.throwOnExecute !== undefined) throw this.throwOnExecute;
+    const before = this.running.get(run.taskId) ?? 0;
+    if (before >= context.task.maxConcurrency) {
+      this.violations.push(`${run.taskId}: run ${run.runId} started with ${before} running, maxConcurrency ${context.task.maxConcurrency}`);
+    }
     // What a pool thread does first: CLAIMED → RUNNING (fails if canceled before it started).
     context.slot.table.start(context.slot.slot, context.slot.generation);
     const execution = new FakeExecution(this, run, context);

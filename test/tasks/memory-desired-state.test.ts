@@ -99,4 +99,6 @@ test('putTask of an existing id replaces the definition and keeps progress unles
   assert.equal(s.createNextRun('a', 2 * MIN).created.scheduledFor, 2 * MIN);
   s.putTask({ id: 'a', every: '2m', maxConcurrency: 1, handler: 'h' }, { latestCompleted: 10 * MIN });
   assert.equal(s.getMeta('a')?.latestScheduled, 10 * MIN);
+  s.putTask({ id: 'a', every: '2m', maxConcurrency: 1, handler: 'h' }, { latestCompleted: 0 });
+  assert.equal(s.getMeta('a')?.latestScheduled, 10 * MIN, 'progress never moves back: no scheduled time twice');
 });

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { TaskAlreadyClaimedError, TaskNotClaimedError, InvalidTaskError } from '../../src/errors.js';
 import { SlotState } from '../../src/slots/slot-layout.js';
-import { harness, settled } from './fixtures.js';
+import { FakeExecutor, harness, settled } from './fixtures.js';
 
 const MIN = 60_000;
 
@@ -267,4 +267,38 @@ test('stats and taskStats describe claims, runs and slots', () => {
     nextDue: 2 * MIN,
   });
   assert.deepEqual(h.scheduler.taskStats('a'), { state: 'claimed', nextDue: 2 * MIN, runs: 1, slotsBusy: 1 });
+});
+
+test('a release from inside execute() (re-entrant) still cancels the run it returns', async () => {
+  const executor = new FakeExecutor();
+  let releasing: Promise<void> | undefined;
+  const h = harness(0, {
+    executor: {
+      execute(run, context) {
+        const execution = executor.execute(run, context);
+        releasing = h.scheduler.releaseTask(run.taskId);
+        return execution;
+      },
+    },
+  });
+  h.scheduler.claimTask(h.store.putTask({ id: 'a', every: '1m', maxConcurrency: 1, handler: 'h' }));
+  h.scheduler.tick(MIN);
+  await releasing;
+  assert.equal(executor.last().cancelCalls, 1);
+  assert.equal(h.log.runs('a')[0]!.finalStatus, 'canceled');
+  assert.equal(h.slots.allocated, 0);
+});
+
+test('by default the ticker wakes only at due times, and not at all with nothing claimed', async () => {
+  const h = harness(0, { tickMs: undefined });
+  h.scheduler.start();
+  assert.equal(h.clock.pendingTimers, 0, 'nothing claimed: no timer');
+  h.scheduler.claimTask(h.store.putTask({ id: 'a', every: '1d', maxConcurrency: 1, handler: 'h' }));
+  assert.equal(h.clock.pendingTimers, 1);
+  assert.equal(h.clock.nextTimerDue(), 86_400_000);
+  await h.scheduler.releaseTask('a');
+  h.clock.advance(86_400_000);
+  assert.equal(h.executor.executions.length, 0);
+  assert.equal(h.clock.pendingTimers, 0, 'the released task left no timer behind once it fired');
+  await h.scheduler.stop();
 });
