@@ -286,6 +286,8 @@ async function tickVsScan(n: number, quick: boolean): Promise<TasksBenchResult[]
 
 // ── 3. the real TaskScheduler.tick ────────────────────────────────────────────────────────────────────────────
 
+const IDLE_BATCH = 1000;
+
 async function schedulerTick(n: number, ticks: number): Promise<TasksBenchResult[]> {
   let now = START;
   const clock: Clock = { now: () => now, setTimer: () => ({ due: Infinity }), clearTimer: () => undefined };
@@ -324,9 +326,10 @@ async function schedulerTick(n: number, ticks: number): Promise<TasksBenchResult
     await settle(); // completions: finishRun, log, slot freed, next due filed
     const t2 = performance.now();
     if (scheduler.stats().runsActive !== 0) throw new Error('runs did not complete within one turn');
+    // Ticks with nothing due (half a second later): timed in a batch, as one costs less than a timestamp.
     const t3 = performance.now();
-    scheduler.tick(now + 500); // nothing due half a second later
-    idleLatency.recordUs((performance.now() - t3) * 1000);
+    for (let j = 0; j < IDLE_BATCH; j++) scheduler.tick(now + 500 + j / IDLE_BATCH);
+    idleLatency.recordUs(((performance.now() - t3) * 1000) / IDLE_BATCH);
     if (k < 3) continue; // warm-up (the first tick also takes the offset-0 slice due at START)
     runs += entered - before;
     tickMs += t1 - t0;
@@ -352,7 +355,7 @@ async function schedulerTick(n: number, ticks: number): Promise<TasksBenchResult
       name: `TaskScheduler.tick with nothing due, ${n.toLocaleString('en-US')} claimed`,
       p50Us: idle.p50Us,
       p99Us: idle.p99Us,
-      notes: 'an idle tick looks at the earliest due time only',
+      notes: `an idle tick looks at the earliest due time only; p50/p99 of ${IDLE_BATCH}-tick batch means`,
     },
   ];
 }

@@ -475,6 +475,7 @@ export class TaskScheduler {
     }
     this.#tidy(index);
     if (async) this.#continue(index);
+    this.#checkStopped();
   }
 
   /** Hands one attempt to the executor. */

@@ -152,3 +152,25 @@ test('a RunNotYetDueError that crossed a boundary (code + dueAt, no class) is un
   assert.equal(scheduler.taskStats('a')?.nextDue, 5 * MIN);
   assert.ok(new RunNotYetDueError(1).dueAt === 1);
 });
+
+test('stop() while a creation is pending resolves whether the answer is a run or "not yet due"', async () => {
+  for (const due of [true, false]) {
+    const { ds, log, scheduler } = setup();
+    scheduler.claimTask(ds.inner.putTask({ id: 'a', every: '1m', maxConcurrency: 1, handler: 'h' }, { latestCompleted: due ? 0 : MIN }), {
+      latestCompleted: 0,
+    });
+    scheduler.tick(MIN); // the scheduler thinks 1m is due; the store knows (when !due) it already ran
+    assert.equal(ds.creates.length, 1);
+    let stopped = false;
+    const stopping = scheduler.stop().then(() => (stopped = true));
+    await settled();
+    assert.equal(stopped, false);
+    ds.creates[0]!.gate.resolve();
+    await stopping;
+    assert.equal(scheduler.state, 'stopped');
+    assert.deepEqual(
+      log.runs('a').map((r) => r.finalStatus),
+      due ? ['canceled'] : [],
+    );
+  }
+});
