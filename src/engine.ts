@@ -12,6 +12,8 @@ import { payloadBytes } from './payload-size.js';
 import { resolveEngineOptions, type EngineOptions, type ResolvedEngineOptions } from './options.js';
 import { ThreadPool, type ThreadExit, type ThreadPoolStats } from './pool/thread-pool.js';
 import { SlotTable } from './slots/slot-table.js';
+import { EngineTasks } from './tasks/engine-tasks.js';
+import type { TaskSchedulerStats } from './tasks/task-scheduler.js';
 import { PlanApplier } from './state/plan-applier.js';
 import { StateStore } from './state/state-store.js';
 import { SchedulingWorker } from './workers/scheduling-worker.js';
@@ -48,6 +50,7 @@ export interface EngineStats {
   readonly pool: ThreadPoolStats;
   readonly workers: readonly WorkerInfo[];
   readonly plans: { readonly queueDepth: number; readonly stateIndex: number };
+  readonly tasks: TaskSchedulerStats;
   readonly slots: { readonly allocated: number; readonly bytes: number };
 }
 
@@ -62,6 +65,8 @@ export class Engine {
   readonly state: StateStore;
   readonly plans: PlanApplier;
   readonly slots: SlotTable;
+  /** The task scheduler (InfluxDB-style), running task handlers on the same pool as evaluations. */
+  readonly tasks: EngineTasks;
   readonly events: TypedEmitter<EngineEvents>;
   readonly #pool: ThreadPool;
   readonly #workers: SchedulingWorker[] = [];
@@ -120,6 +125,16 @@ export class Engine {
       resourceLimits: o.resourceLimits,
       onThreadExit: (exit) => this.events.emit('engine:thread-exit', exit),
     });
+    this.tasks = new EngineTasks({
+      pool: this.#pool,
+      slots: this.slots,
+      handlers: Object.keys(o.handlers),
+      clock: o.clock,
+      logger,
+      registry: o.registry,
+      backoff: o.backoff,
+      tickMs: o.tickMs,
+    });
     const metrics = new WorkerMetrics(o.registry);
     const types = Object.keys(o.schedulers);
     for (let id = 0; id < o.workers; id++) {
@@ -164,6 +179,7 @@ export class Engine {
     this.#state = EngineState.STARTING;
     await this.#pool.start();
     for (const worker of this.#workers) void worker.start();
+    this.tasks.start();
     this.#state = EngineState.RUNNING;
     this.events.emit('engine:start', { threads: this.#pool.threadCount, workers: this.#workers.length });
   }
@@ -208,6 +224,7 @@ export class Engine {
         processed: w.processed,
       })),
       plans: { queueDepth: this.plans.depth, stateIndex: this.state.index },
+      tasks: this.tasks.stats(),
       slots: { allocated: this.slots.allocated, bytes: this.slots.byteLength },
     };
   }
@@ -247,6 +264,9 @@ export class Engine {
     }
     this.#state = EngineState.STOPPING;
     const workersDone = Promise.all(this.#workers.map((w) => w.stop()));
+    // Runs in flight are canceled at once (they end `canceled` and are logged); cooperative handlers stop within
+    // microseconds, others are terminated with their thread after the grace period below.
+    const tasksDone = this.tasks.stop();
     let forced = false;
     if (!(await withinGrace(workersDone, graceMs, this.options.clock))) {
       forced = true;
@@ -257,6 +277,11 @@ export class Engine {
       }
     }
     await workersDone;
+    if (!(await withinGrace(tasksDone, graceMs, this.options.clock))) {
+      forced = true;
+      await this.#pool.stop({ force: true });
+    }
+    await tasksDone;
     await this.#pool.stop({ force: forced });
     this.plans.stop();
     this.#state = EngineState.STOPPED;

@@ -115,6 +115,7 @@ export class ThreadPool {
    */
   #coalescing = false;
   #stopping = false;
+  #stopped: Promise<void> | undefined;
   #dispatched = 0;
   #settled = 0;
   #threadExits = 0;
@@ -222,20 +223,33 @@ export class ThreadPool {
    * Stops every loop. Queued items and items still on threads settle as `lost` when `force` is set (threads are
    * terminated); otherwise loops finish what they hold first.
    */
-  async stop(options: { force?: boolean } = {}): Promise<void> {
+  stop(options: { force?: boolean } = {}): Promise<void> {
+    if (this.#stopped !== undefined) {
+      // Already stopping: a forced call still takes down threads that have not let go.
+      if (options.force === true) this.#terminateAll();
+      return this.#stopped;
+    }
+    this.#stopped = this.#stop(options.force === true);
+    return this.#stopped;
+  }
+
+  #terminateAll(): void {
+    for (const channel of this.#channels) {
+      if (channel === undefined || channel.dead) continue;
+      channel.terminatedFor ??= new ThreadExitedError('Expected a running pool, but it was stopped');
+      channel.abort.abort();
+    }
+  }
+
+  async #stop(force: boolean): Promise<void> {
     this.#stopping = true;
     this.#unsubscribe();
     const lost = (): ThreadExitedError => new ThreadExitedError('Expected a running pool, but it was stopped');
     for (let i = this.#queueHead; i < this.#queue.length; i++) this.#settle(this.#queue[i]!, { status: 'lost', error: lost() });
     this.#queue = [];
     this.#queueHead = 0;
-    for (const channel of this.#channels) {
-      if (channel === undefined || channel.dead) continue;
-      if (options.force === true) {
-        channel.terminatedFor = lost();
-        channel.abort.abort();
-      } else this.#stopChannel(channel);
-    }
+    if (force) this.#terminateAll();
+    else for (const channel of this.#channels) if (channel !== undefined && !channel.dead) this.#stopChannel(channel);
     await Promise.allSettled([...this.#loops]);
     await this.#piscina.destroy();
   }

@@ -3,6 +3,7 @@
  * events, never by sleeps; the only time-based parts are the engine's own short nack timeouts.
  */
 import assert from 'node:assert/strict';
+import { pino } from 'pino';
 import { after, test } from 'node:test';
 import { createEngine, type Engine } from '../../src/engine.js';
 import type { Evaluation } from '../../src/broker/evaluation.js';
@@ -10,12 +11,14 @@ import { Gate, newGate, set, waitFor } from '../fixtures/gates.js';
 
 const fixture = (name: string): URL => new URL(`../fixtures/${name}.js`, import.meta.url);
 const engines: Engine[] = [];
+/** Faults are expected here: keep their warnings out of the test output. */
+const logger = pino({ level: 'silent' });
 after(async () => {
   await Promise.all(engines.map((e) => e.stop({ graceMs: 100 })));
 });
 
 async function started(options: Parameters<typeof createEngine>[0]): Promise<Engine> {
-  const engine = createEngine({ threads: 2, workers: 8, ...options });
+  const engine = createEngine({ threads: 2, workers: 8, logger, ...options });
   engines.push(engine);
   await engine.start();
   return engine;

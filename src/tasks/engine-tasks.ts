@@ -1,0 +1,75 @@
+/**
+ * `engine.tasks`: the engine's task scheduler, on the engine's pool and slot table, with an in-memory task store
+ * (`MemoryDesiredState`), a queryable run log (`MemoryRunLog`) and the `PoolExecutor`. Adds `add`/`remove`, which
+ * store and claim (or release and delete) in one call.
+ */
+import type { ResolvedBackoffOptions } from '../backoff.js';
+import type { Clock } from '../clock.js';
+import { TaskAlreadyClaimedError } from '../errors.js';
+import type { Logger } from '../observability/logger.js';
+import type { Registry } from '../observability/metrics.js';
+import type { ThreadPool } from '../pool/thread-pool.js';
+import type { SlotTable } from '../slots/slot-table.js';
+import { MemoryDesiredState } from './memory-desired-state.js';
+import { MemoryRunLog } from './memory-run-log.js';
+import { PoolExecutor } from './pool-executor.js';
+import type { Task } from './task.js';
+import { TaskScheduler } from './task-scheduler.js';
+
+export interface EngineTasksOptions {
+  readonly pool: ThreadPool;
+  readonly slots: SlotTable;
+  readonly handlers: readonly string[];
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly registry: Registry;
+  readonly backoff: ResolvedBackoffOptions;
+  readonly tickMs: number;
+}
+
+export class EngineTasks extends TaskScheduler {
+  readonly desiredState: MemoryDesiredState;
+  readonly runLog: MemoryRunLog;
+
+  constructor(options: EngineTasksOptions) {
+    const desiredState = new MemoryDesiredState({ clock: options.clock });
+    const runLog = new MemoryRunLog();
+    super({
+      desiredState,
+      executor: new PoolExecutor({ pool: options.pool, handlers: options.handlers }),
+      logWriter: runLog,
+      clock: options.clock,
+      logger: options.logger,
+      registry: options.registry,
+      slots: options.slots,
+      backoff: options.backoff,
+      tickMs: options.tickMs,
+    });
+    this.desiredState = desiredState;
+    this.runLog = runLog;
+  }
+
+  /** Stores the task (validated synchronously) and claims it. Returns the validated task. */
+  add(task: unknown, meta?: unknown): Task {
+    const id = (task as { id?: unknown } | null)?.id;
+    if (typeof id === 'string' && this.taskStats(id)?.state === 'claimed') throw new TaskAlreadyClaimedError(id);
+    const valid = this.desiredState.putTask(task, meta);
+    try {
+      this.claimTask(valid, meta);
+    } catch (error) {
+      this.desiredState.deleteTask(valid.id);
+      throw error;
+    }
+    return valid;
+  }
+
+  /**
+   * Releases the task (canceling its runs in flight) and deletes it from the store. Resolves once its canceled
+   * runs have stopped. Throws `TaskNotClaimedError` when it is not claimed.
+   */
+  remove(taskId: string): Promise<void> {
+    const stopped = this.releaseTask(taskId);
+    this.desiredState.deleteTask(taskId);
+    return stopped;
+  }
+}
