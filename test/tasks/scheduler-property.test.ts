@@ -52,7 +52,9 @@ type Op =
   | { readonly kind: 'finish'; readonly i: number; readonly result: 'ok' | 'fail' | 'retry' }
   | { readonly kind: 'cancel'; readonly i: number }
   | { readonly kind: 'stop'; readonly i: number }
-  | { readonly kind: 'force'; readonly k: number; readonly minute: number };
+  | { readonly kind: 'force'; readonly k: number; readonly minute: number }
+  | { readonly kind: 'pause' }
+  | { readonly kind: 'resume' };
 
 const TASKS = 3;
 const opArb: fc.Arbitrary<Op> = fc.oneof(
@@ -63,6 +65,8 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   fc.record({ kind: fc.constant('cancel' as const), i: fc.nat(9) }),
   fc.record({ kind: fc.constant('stop' as const), i: fc.nat(9) }),
   fc.record({ kind: fc.constant('force' as const), k: fc.nat(TASKS - 1), minute: fc.nat(10) }),
+  fc.constant({ kind: 'pause' as const }),
+  fc.constant({ kind: 'resume' as const }),
 );
 const taskArb = fc.record({
   maxConcurrency: fc.integer({ min: 1, max: 3 }),
@@ -125,7 +129,10 @@ test('random claim/release/tick/finish/cancel sequences keep every scheduler inv
         assert.equal(scheduler.stats().claimedTasks, claimed.size);
       };
 
+      let stopping: Promise<void> | undefined;
       for (const op of ops) {
+        const executionsBefore = executor.executions.length;
+        const paused = scheduler.state === 'stopping' || scheduler.state === 'stopped';
         switch (op.kind) {
           case 'claim': {
             const id = ids[op.k]!;
@@ -174,9 +181,17 @@ test('random claim/release/tick/finish/cancel sequences keep every scheduler inv
             });
             break;
           }
+          case 'pause':
+            // stop(): cancels every run; nothing starts until start().
+            stopping = scheduler.stop();
+            break;
+          case 'resume':
+            if (scheduler.state === 'stopped') scheduler.start();
+            break;
         }
         await settled(async ? 8 : 4);
         check();
+        if (paused && op.kind !== 'resume') assert.equal(executor.executions.length, executionsBefore, 'a run started while stopped');
       }
 
       // Drain: release everything, let every thread stop, and every run end.
@@ -188,6 +203,7 @@ test('random claim/release/tick/finish/cancel sequences keep every scheduler inv
         clock.advance(10_000);
         await settled(async ? 8 : 4);
       }
+      if (stopping !== undefined) await stopping; // resolves once every canceled thread has stopped
       check();
       assert.equal(scheduler.stats().runsActive, 0);
       assert.equal(scheduler.stats().slotsBusy, 0);
