@@ -40,8 +40,8 @@ function quietBroker(): EvalBroker {
 interface Scenario {
   readonly name: string;
   readonly notes: string;
-  /** Builds the broker state and returns one batch of BATCH cycles. */
-  setup(): () => void | Promise<void>;
+  /** Builds the broker state; `batch` runs BATCH cycles. */
+  setup(): { readonly broker: EvalBroker; readonly batch: () => void | Promise<void> };
 }
 
 const scenarios: Scenario[] = [
@@ -52,13 +52,14 @@ const scenarios: Scenario[] = [
       const broker = quietBroker();
       let next = 0;
       for (let j = 0; j < 1000; j++) broker.enqueue(evaluation(next++, j, 1 + (j % 100)));
-      return () => {
+      const batch = (): void => {
         for (let i = 0; i < BATCH; i++) {
           const d = broker.tryDequeue(TYPES)!;
           broker.ack(d.evaluation.id, d.token);
           broker.enqueue(evaluation(next++, d.evaluation.jobId, d.evaluation.priority));
         }
       };
+      return { broker, batch };
     },
   },
   {
@@ -68,7 +69,7 @@ const scenarios: Scenario[] = [
       const broker = quietBroker();
       let next = 0;
       for (let k = 0; k < 10; k++) for (let j = 0; j < 100; j++) broker.enqueue(evaluation(next++, j, 1 + (j % 100)));
-      return () => {
+      const batch = (): void => {
         for (let i = 0; i < BATCH; i++) {
           broker.enqueue(evaluation(next++, next % 100, 1 + (next % 100)));
           const d = broker.tryDequeue(TYPES)!;
@@ -76,6 +77,7 @@ const scenarios: Scenario[] = [
         }
         broker.drainCancelable();
       };
+      return { broker, batch };
     },
   },
   {
@@ -87,13 +89,14 @@ const scenarios: Scenario[] = [
       for (let j = 0; j < 100_000; j++) broker.enqueue({ id: `u${j}`, jobId: `held-${j}`, type: 'held', priority: 50 });
       for (let j = 0; j < 100_000; j++) broker.tryDequeue(['held']);
       for (let j = 0; j < 1000; j++) broker.enqueue(evaluation(next++, j, 1 + (j % 100)));
-      return () => {
+      const batch = (): void => {
         for (let i = 0; i < BATCH; i++) {
           const d = broker.tryDequeue(TYPES)!;
           broker.ack(d.evaluation.id, d.token);
           broker.enqueue(evaluation(next++, d.evaluation.jobId, d.evaluation.priority));
         }
       };
+      return { broker, batch };
     },
   },
   {
@@ -103,13 +106,14 @@ const scenarios: Scenario[] = [
       const broker = quietBroker();
       let next = 0;
       for (let j = 0; j < 1000; j++) broker.enqueue(evaluation(next++, j, 1 + (j % 100)));
-      return async () => {
+      const batch = async (): Promise<void> => {
         for (let i = 0; i < BATCH; i++) {
           const d = (await broker.dequeue(TYPES, 0))!;
           broker.ack(d.evaluation.id, d.token);
           broker.enqueue(evaluation(next++, d.evaluation.jobId, d.evaluation.priority));
         }
       };
+      return { broker, batch };
     },
   },
   {
@@ -118,7 +122,7 @@ const scenarios: Scenario[] = [
     setup() {
       const broker = quietBroker();
       let next = 0;
-      return async () => {
+      const batch = async (): Promise<void> => {
         for (let i = 0; i < BATCH; i++) {
           const waiting = broker.dequeue(TYPES, 0);
           broker.enqueue(evaluation(next++, next, 50));
@@ -126,6 +130,7 @@ const scenarios: Scenario[] = [
           broker.ack(d.evaluation.id, d.token);
         }
       };
+      return { broker, batch };
     },
   },
   {
@@ -136,13 +141,14 @@ const scenarios: Scenario[] = [
       const types = ['service', 'batch'];
       let next = 0;
       for (let j = 0; j < 1000; j++) broker.enqueue({ id: `e${next++}`, jobId: `job-${j}`, type: types[j % 2]!, priority: 50 });
-      return () => {
+      const batch = (): void => {
         for (let i = 0; i < BATCH; i++) {
           const d = broker.tryDequeue(types)!;
           broker.ack(d.evaluation.id, d.token);
           broker.enqueue({ id: `e${next++}`, jobId: d.evaluation.jobId, type: d.evaluation.type, priority: 50 });
         }
       };
+      return { broker, batch };
     },
   },
 ];
@@ -151,10 +157,12 @@ export async function runBrokerBench(options: { quick?: boolean } = {}): Promise
   const quick = options.quick === true;
   const results: BenchResult[] = [];
   for (const scenario of scenarios) {
-    const batch = scenario.setup();
+    const { broker, batch } = scenario.setup();
     const bench = new Bench({ time: quick ? 150 : 1500, warmupIterations: quick ? 20 : 200, iterations: 20, throws: true });
     bench.add(scenario.name, batch);
     await bench.run();
+    // Disabling clears the broker's deadline timer, which would otherwise keep the process alive until it fires.
+    broker.setEnabled(false);
     const task = bench.tasks[0]!;
     const result = task.result;
     if (result.state !== 'completed') throw new Error(`bench ${scenario.name} ended ${result.state}`);
