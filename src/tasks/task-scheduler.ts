@@ -191,9 +191,9 @@ export class TaskScheduler {
       const previous = this.#claims.task(index).maxConcurrency;
       let base = this.#claims.slotBase(index);
       if (previous !== count) {
-        const activity = this.#activityOf(index);
-        (activity.retired ??= []).push({ base, count: previous });
-        base = this.#slots.allocate(count);
+        const fresh = this.#slots.allocate(count); // may throw (table full): nothing has changed yet
+        (this.#activityOf(index).retired ??= []).push({ base, count: previous });
+        base = fresh;
       }
       this.#claims.reclaim(index, valid, base, nextDue);
     } else {
