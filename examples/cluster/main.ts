@@ -4,16 +4,19 @@
  *   load-generator ──► engine.state (jobs) + engine.enqueue(evaluation)
  *   engine workers ──► pool threads: schedulers/service.ts, schedulers/batch.ts (score every node) ──► plan
  *   plan applier   ──► version check + evaluate-plan.ts (fit check) ──► commit, or refresh and re-run
- *   run-stats, status line, metrics server ──► report.ts
+ *   engine.tasks   ──► tasks/downsample.ts (every 1 s, node metrics in shared memory), tasks/gc.ts (every 5 s)
+ *   run-stats, cron-tasks, status line, metrics server ──► report.ts
  */
 import { createEngine, Registry } from '../../src/index.js';
 import { parseCli, usage, UsageError, type CliOptions } from './cli.js';
 import { auditCapacity, seedNodes, seededRandom } from './cluster-state.js';
+import { CronTasks, Handlers } from './cron-tasks.js';
 import { createFitCheck } from './evaluate-plan.js';
 import { LoadGenerator } from './load-generator.js';
 import { createLogger } from './logger.js';
 import { serveMetrics, type MetricsServer } from './metrics-server.js';
 import { tables } from './model.js';
+import { NodeMetricsStream } from './node-metrics.js';
 import { Probe } from './probe.js';
 import { brokerRemainder, formatProgress, formatReport, summarize, type Report } from './report.js';
 import { RunStats } from './run-stats.js';
@@ -22,6 +25,8 @@ import { StatusLine } from './status-line.js';
 const PROGRESS_MS = 250;
 /** How long evaluations in hand may take to finish when the run ends. */
 const STOP_GRACE_MS = 2_000;
+/** A task run that starts more than this after its due time counts as late. */
+const LATE_MS = 100;
 
 function parseOrExit(argv: readonly string[]): CliOptions {
   try {
@@ -66,6 +71,10 @@ async function main(): Promise<void> {
       service: new URL('./schedulers/service.js', import.meta.url),
       batch: new URL('./schedulers/batch.js', import.meta.url),
     },
+    handlers: {
+      [Handlers.DOWNSAMPLE]: new URL('./tasks/downsample.js', import.meta.url),
+      [Handlers.GC]: new URL('./tasks/gc.js', import.meta.url),
+    },
     tables,
     evaluatePlan: fit.evaluatePlan,
     backoff: { baselineMs: cli.backoffBaselineMs, limitMs: cli.backoffLimitMs },
@@ -74,6 +83,7 @@ async function main(): Promise<void> {
   });
   seedNodes(engine.state, cli.nodes, random);
   const stats = new RunStats(engine, probe);
+  const cron = new CronTasks({ engine, stream: new NodeMetricsStream(cli.nodes, random), logger, lateMs: LATE_MS });
   await engine.start();
 
   let metrics: MetricsServer | undefined;
@@ -89,6 +99,7 @@ async function main(): Promise<void> {
   const load = new LoadGenerator({ engine, probe, rate: cli.rate, jobs: cli.jobs, random });
   const started = performance.now();
   load.start();
+  cron.start();
   let refreshes = 0;
   let conflicts = 0;
   const progress = setInterval(() => {
@@ -104,6 +115,8 @@ async function main(): Promise<void> {
         refreshes,
         conflicts,
         backlog: b.totalReady + b.totalPending + b.totalWaiting,
+        runsOnTime: cron.onTime,
+        runsStarted: cron.runsStarted,
       }),
     );
     // The counters live in the Prometheus registry, read asynchronously: the line shows the last reading.
@@ -115,6 +128,7 @@ async function main(): Promise<void> {
 
   await runFor(cli.durationS * 1000);
   load.stop();
+  cron.stop();
   clearInterval(progress);
   line.end();
   logger.info({ enqueued: load.enqueued }, 'load stopped; stopping the engine');
@@ -160,7 +174,19 @@ async function main(): Promise<void> {
       engineUtilization: engine.utilization(),
     },
     capacity: auditCapacity(engine.state.snapshot()),
-    tasks: null,
+    tasks: {
+      lateThresholdMs: LATE_MS,
+      runsStarted: cron.runsStarted,
+      onTime: cron.onTime,
+      late: cron.late,
+      scheduleDelayMs: summarize(cron.delay),
+      attempts: cron.attempts,
+      retries: cron.retries,
+      finished: { ...cron.finished },
+      failures: cron.failures,
+      lastSummary: cron.lastSummary ?? null,
+      gc: { ...cron.gc },
+    },
   };
   if (cli.headless) process.stdout.write(`${JSON.stringify(report)}\n`);
   else process.stdout.write(formatReport(report));

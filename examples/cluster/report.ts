@@ -4,6 +4,7 @@
 import type { RecordableHistogram } from 'node:perf_hooks';
 import type { BrokerStats } from '../../src/index.js';
 import type { CapacityAudit } from './cluster-state.js';
+import type { SecondSummary } from './tasks/downsample.js';
 import type { FitCheckStats } from './evaluate-plan.js';
 import type { PlanCounts } from './run-stats.js';
 
@@ -69,8 +70,24 @@ export interface Report {
     readonly engineUtilization: number;
   };
   readonly capacity: CapacityAudit;
-  /** The cron tasks of the demo; null until the engine has a task scheduler (`engine.tasks`). */
-  readonly tasks: null;
+  /** The demo's periodic tasks (cron-tasks.ts). */
+  readonly tasks: {
+    /** A run that starts more than this after its due time is late, ms. */
+    readonly lateThresholdMs: number;
+    readonly runsStarted: number;
+    readonly onTime: number;
+    readonly late: number;
+    /** Due → start of first attempts. */
+    readonly scheduleDelayMs: LatencySummary;
+    readonly attempts: number;
+    readonly retries: number;
+    readonly finished: { readonly success: number; readonly failed: number; readonly canceled: number };
+    /** Final failures by task and message. */
+    readonly failures: Readonly<Record<string, number>>;
+    /** The latest second the downsample task reduced. */
+    readonly lastSummary: SecondSummary | null;
+    readonly gc: { readonly runs: number; readonly finishedFound: number; readonly collected: number; readonly rejectedWrites: number };
+  };
 }
 
 export function summarize(histogram: RecordableHistogram): LatencySummary {
@@ -123,10 +140,33 @@ export function formatReport(r: Report): string {
       `(engine.utilization(): ${r.threads.engineUtilization.toFixed(2)})`,
     `  Capacity     ${int(c.nodes)} nodes, ${int(c.allocs)} allocations, ${c.overcommitted} overcommitted, ${c.mismatched} with wrong accounting; ` +
       `CPU ${c.cpuUsedPct.toFixed(0)}% and memory ${c.memoryUsedPct.toFixed(0)}% allocated`,
-    `  Tasks        not run: this engine has no task scheduler yet`,
+    ...taskLines(r.tasks),
     '',
   ];
   return lines.join('\n');
+}
+
+function taskLines(t: Report['tasks']): string[] {
+  const d = t.scheduleDelayMs;
+  const lines = [
+    `  Tasks        ${int(t.runsStarted)} runs started: ${int(t.onTime)} on time, ${int(t.late)} late (over ${t.lateThresholdMs} ms after due); ` +
+      `due -> start p50 ${ms(d.p50)}  p99 ${ms(d.p99)}  max ${ms(d.max)}`,
+    `               ${int(t.finished.success)} succeeded, ${int(t.finished.failed)} failed, ${int(t.finished.canceled)} canceled at stop; ` +
+      `${int(t.attempts)} attempts, ${int(t.retries)} retried`,
+  ];
+  for (const [what, n] of Object.entries(t.failures)) lines.push(`               failed ${int(n)}x: ${what}`);
+  const s = t.lastSummary;
+  if (s !== null) {
+    lines.push(
+      `               downsample: last second mean CPU ${(100 * s.meanCpu).toFixed(0)}%, memory ${(100 * s.meanMemory).toFixed(0)}%, ` +
+        `${int(s.hotNodes)} nodes over 90% (p95), hottest node-${String(s.hottest.index + 1).padStart(4, '0')} at ${(100 * s.hottest.p95Cpu).toFixed(0)}%`,
+    );
+  }
+  lines.push(
+    `               gc: ${int(t.gc.runs)} runs found ${int(t.gc.finishedFound)} finished allocations, collected ${int(t.gc.collected)} ` +
+      `(${int(t.gc.rejectedWrites)} writes rejected, retried by the next run)`,
+  );
+  return lines;
 }
 
 /** The live line: what has happened so far. */
@@ -138,11 +178,14 @@ export function formatProgress(fields: {
   readonly refreshes: number;
   readonly conflicts: number;
   readonly backlog: number;
+  readonly runsOnTime: number;
+  readonly runsStarted: number;
 }): string {
   const f = fields;
   const rate = f.elapsedS > 0 ? f.done / f.elapsedS : 0;
   return (
     `[${f.elapsedS.toFixed(1).padStart(5)}/${f.durationS}s] evaluations ${int(f.done)} (${int(rate)}/s)` +
-    ` | placements ${int(f.placements)} | conflicts ${int(f.conflicts)}, refreshes ${int(f.refreshes)} | backlog ${int(f.backlog)}`
+    ` | placements ${int(f.placements)} | conflicts ${int(f.conflicts)}, refreshes ${int(f.refreshes)} | backlog ${int(f.backlog)}` +
+    ` | runs on time ${int(f.runsOnTime)}/${int(f.runsStarted)}`
   );
 }

@@ -69,6 +69,15 @@ test('the demo runs headless and its report holds: placements, nothing lost, cap
   assert.equal(c.overcommitted, 0, 'no node uses more CPU or memory than it has');
   assert.equal(c.mismatched, 0, "every node's used capacity is the sum of its allocations");
   assert.equal(c.orphanAllocs, 0, 'every allocation is on a known node');
+
+  const t = report['tasks'];
+  assert.ok(t.runsStarted >= 1, 'the every-second task ran');
+  assert.equal(t.onTime + t.late, t.runsStarted);
+  assert.ok(t.finished.success >= 1, 'a task run succeeded');
+  // Every started run ends in one final status; a run created but not started yet when the engine stops ends canceled.
+  assert.ok(t.finished.success + t.finished.failed <= t.runsStarted);
+  assert.ok(t.finished.success + t.finished.failed + t.finished.canceled >= t.runsStarted, 'every started run ended');
+  assert.equal(t.lastSummary?.nodes, 100, 'the downsample task summarized every node');
 });
 
 test('bad flags print what is wrong and exit with code 2', async () => {
