@@ -7,6 +7,7 @@ import { code, ev, harness, seeded, settled } from './helpers.js';
 describe('enqueue, dequeue, ack', () => {
   test('a cycle moves an evaluation ready → unacked → gone, with a fresh token per delivery', () => {
     const { broker } = harness();
+    assert.equal(broker.enabled, true, 'a new broker starts enabled');
     const e = ev('job');
     broker.enqueue(e);
     assert.equal(broker.stats().totalReady, 1);
