@@ -314,8 +314,7 @@ export class ThreadPool {
         const full = this.#options.state.full();
         channel.changes = [];
         channel.port.postMessage({ type: 'reset', full } satisfies MainToThread);
-        this.#board.ring(channel.index);
-        return;
+          return;
       }
       default:
         assertNever(message);
@@ -425,7 +424,6 @@ export class ThreadPool {
     channel.changes = [];
     try {
       channel.port.postMessage({ type: 'work', changes, items } satisfies MainToThread);
-      this.#board.ring(channel.index);
     } catch (error) {
       // Something in the batch cannot be cloned; send the commits alone, then each item alone, failing only the
       // items that cannot cross.
@@ -442,7 +440,6 @@ export class ThreadPool {
           });
         }
       }
-      this.#board.ring(channel.index);
     }
   }
 
@@ -469,7 +466,6 @@ export class ThreadPool {
   #stopChannel(channel: Channel): void {
     channel.stopping = true;
     channel.port.postMessage({ type: 'stop' } satisfies MainToThread);
-    this.#board.ring(channel.index);
   }
 
   #onCommit(change: ChangeSet): void {

@@ -22,8 +22,6 @@ import { IndexWaiter } from './index-waiter.js';
 import { ModuleTable, type UserFunction } from './modules.js';
 
 const FLUSH_AFTER_MS = 1;
-/** Longest an idle thread blocks on its doorbell before it lets its event loop run a turn. */
-const PARK_MS = 50;
 
 export class ThreadLoop {
   readonly #port: MessagePort;
@@ -42,8 +40,6 @@ export class ThreadLoop {
   #lastFlush = 0;
   #awaitingReset = false;
   #stopped: (() => void) | undefined;
-  #stopRequested = false;
-  #parkScheduled = false;
 
   constructor(port: MessagePort, init: ThreadInit) {
     this.#port = port;
@@ -65,7 +61,6 @@ export class ThreadLoop {
     this.#port.on('message', (message: MainToThread) => this.#onMessage(message));
     this.#port.once('close', () => this.#stopped?.());
     this.#post({ type: 'ready', threadIndex: this.#init.threadIndex });
-    this.#schedulePark();
     await done;
     this.#port.close();
   }
@@ -88,7 +83,6 @@ export class ThreadLoop {
         this.#publishIndex();
         return;
       case 'stop':
-        this.#stopRequested = true;
         this.#stopped?.();
         return;
       default:
@@ -131,34 +125,7 @@ export class ThreadLoop {
       this.#head = 0;
       this.#draining = false;
       this.#flush();
-      this.#schedulePark();
     }
-  }
-
-  /**
-   * An idle thread parks on its doorbell (like Piscina's `atomics: 'sync'` wait) so that the next item starts
-   * without waiting for the event loop to notice the message. Parking is bounded: after `PARK_MS` the loop yields
-   * to the event loop (timers, Piscina's own messages) and parks again on the next turn. It never parks while an
-   * item runs, so waitForIndex timeouts and signal polls keep working.
-   */
-  #schedulePark(): void {
-    if (this.#parkScheduled) return;
-    this.#parkScheduled = true;
-    setImmediate(() => {
-      this.#parkScheduled = false;
-      this.#park();
-    });
-  }
-
-  #park(): void {
-    if (this.#draining || this.#stopRequested) return;
-    const thread = this.#init.threadIndex;
-    const seen = this.#board.doorbell(thread);
-    this.#pullPending();
-    if (this.#draining || this.#stopRequested) return;
-    this.#board.park(thread, seen, PARK_MS);
-    this.#pullPending();
-    if (!this.#draining && !this.#stopRequested) this.#schedulePark();
   }
 
   async #runItem(item: WorkItem): Promise<ItemOutcome> {
