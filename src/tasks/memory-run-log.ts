@@ -17,7 +17,19 @@ export interface MemoryRunLogOptions {
 
 export const memoryRunLogDefaults = Object.freeze({ maxRunsPerTask: 100 });
 
-/** One run's record; mutable inside the log, handed out as frozen snapshots. */
+/** Status ↔ small integer, for the packed history. */
+const STATUSES: readonly RunStatus[] = Object.values(RunStatus);
+const CODE = new Map<RunStatus, number>(STATUSES.map((status, code) => [status, code]));
+/** Numbers per history entry: status code, when, attempt. */
+const ENTRY = 3;
+
+/**
+ * One run's record; mutable inside the log, handed out as frozen snapshots.
+ *
+ * The history is packed into one number array (three numbers per change) instead of an object per change: a log
+ * keeps runs for seconds to hours, long enough to be promoted out of V8's young generation, and at thousands of
+ * runs per second every retained object per run lengthens the scavenges that delay due runs.
+ */
 class MutableRun {
   readonly taskId: string;
   readonly runId: string;
@@ -27,7 +39,9 @@ class MutableRun {
   finalStatus: FinalRunStatus | undefined = undefined;
   attempts = 0;
   error: Error | undefined = undefined;
-  readonly history: RunStateChange[] = [];
+  readonly changes: number[] = [];
+  /** Errors by history entry; absent until an entry has one. */
+  errors: Array<Error | undefined> | undefined = undefined;
 
   constructor(taskId: string, runId: string, status: RunStatus, details: RunStateDetails | undefined) {
     this.taskId = taskId;
@@ -35,6 +49,24 @@ class MutableRun {
     this.scheduledFor = details?.scheduledFor ?? NaN;
     this.runAt = details?.runAt ?? NaN;
     this.status = status;
+  }
+
+  record(status: RunStatus, when: number, attempt: number, error: Error | undefined): void {
+    const entry = this.changes.length / ENTRY;
+    this.changes.push(CODE.get(status)!, when, attempt);
+    if (error !== undefined) (this.errors ??= [])[entry] = error;
+  }
+
+  history(): RunStateChange[] {
+    const out: RunStateChange[] = [];
+    for (let i = 0; i < this.changes.length; i += ENTRY) {
+      const status = STATUSES[this.changes[i]!]!;
+      const when = this.changes[i + 1]!;
+      const attempt = this.changes[i + 2]!;
+      const error = this.errors?.[i / ENTRY];
+      out.push(Object.freeze(error === undefined ? { status, when, attempt } : { status, when, attempt, error }));
+    }
+    return out;
   }
 }
 
@@ -74,7 +106,7 @@ export class MemoryRunLog implements LogWriter {
     }
     const attempt = details?.attempt ?? run.attempts;
     const error = details?.error;
-    run.history.push(error === undefined ? { status, when, attempt } : { status, when, attempt, error });
+    run.record(status, when, attempt, error);
     run.status = status;
     if (status === RunStatus.STARTED && attempt > run.attempts) run.attempts = attempt;
     if (error !== undefined) run.error = error;
@@ -124,6 +156,6 @@ function snapshot(run: MutableRun): RunRecord {
     finalStatus: run.finalStatus,
     attempts: run.attempts,
     error: run.error,
-    history: Object.freeze(run.history.map((change) => Object.freeze({ ...change }))),
+    history: Object.freeze(run.history()),
   });
 }
