@@ -3,10 +3,14 @@
  * shared memory: no message is needed, so CPU-bound code that calls `throwIfCanceled()` in its loop stops within
  * microseconds of main asking. `signal` is for code that awaits: it is aborted when a read sees the cancel, and
  * by a light poll that runs only while someone holds the signal.
+ *
+ * One context is made per item on the hot path, so it holds only the item's facts and a reference to the
+ * thread's shared services; everything else (snapshot, logger, signal) is made on first use.
  */
 import { systemClock, type TimerHandle } from '../clock.js';
 import { CanceledError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
+import type { WorkItem } from '../pool/messages.js';
 import type { SlotTable } from '../slots/slot-table.js';
 import type { Snapshot } from '../state/types.js';
 
@@ -33,52 +37,50 @@ export interface WorkContext {
   waitForIndex(index: number, limitMs?: number): Promise<void>;
 }
 
-export interface ContextDeps {
+/** What every context on one thread shares. */
+export interface ThreadServices {
   readonly slots: SlotTable;
-  readonly slot: number;
-  readonly generation: number;
-  readonly attempt: number;
   readonly threadIndex: number;
-  readonly snapshot: () => Snapshot;
-  readonly logger: () => Logger;
-  readonly waitForIndex: (index: number, limitMs: number) => Promise<void>;
-  readonly defaultSyncLimitMs: number;
-  readonly what: string;
+  snapshot(): Snapshot;
+  readonly logger: Logger;
+  waitForIndex(index: number, limitMs: number): Promise<void>;
 }
 
 export class ThreadWorkContext implements WorkContext {
-  readonly #deps: ContextDeps;
+  readonly #services: ThreadServices;
+  readonly #item: WorkItem;
   #snapshot: Snapshot | undefined;
   #logger: Logger | undefined;
   #controller: AbortController | undefined;
   #poll: TimerHandle | undefined;
   #closed = false;
 
-  constructor(deps: ContextDeps) {
-    this.#deps = deps;
+  constructor(services: ThreadServices, item: WorkItem) {
+    this.#services = services;
+    this.#item = item;
   }
 
   get snapshot(): Snapshot {
-    this.#snapshot ??= this.#deps.snapshot();
+    this.#snapshot ??= this.#services.snapshot();
     return this.#snapshot;
   }
 
   get attempt(): number {
-    return this.#deps.attempt;
+    return this.#item.attempt;
   }
 
   get threadIndex(): number {
-    return this.#deps.threadIndex;
+    return this.#services.threadIndex;
   }
 
   get canceled(): boolean {
-    const canceled = this.#deps.slots.isCanceled(this.#deps.slot, this.#deps.generation);
+    const canceled = this.#services.slots.isCanceled(this.#item.slot, this.#item.generation);
     if (canceled) this.#abort();
     return canceled;
   }
 
   throwIfCanceled(): void {
-    if (this.canceled) throw new CanceledError(`${this.#deps.what} was canceled`);
+    if (this.canceled) throw this.#canceledError();
   }
 
   get signal(): AbortSignal {
@@ -91,16 +93,22 @@ export class ThreadWorkContext implements WorkContext {
   }
 
   heartbeat(): void {
-    this.#deps.slots.heartbeat(this.#deps.slot, this.#deps.generation);
+    this.#services.slots.heartbeat(this.#item.slot, this.#item.generation);
   }
 
   get logger(): Logger {
-    this.#logger ??= this.#deps.logger();
+    if (this.#logger === undefined) {
+      const item = this.#item;
+      this.#logger = this.#services.logger.child(
+        item.kind === 'eval' ? { evalId: item.evaluation.id } : { taskId: item.run.taskId, runId: item.run.runId },
+      );
+    }
     return this.#logger;
   }
 
-  waitForIndex(index: number, limitMs = this.#deps.defaultSyncLimitMs): Promise<void> {
-    return this.#deps.waitForIndex(index, limitMs);
+  waitForIndex(index: number, limitMs?: number): Promise<void> {
+    const item = this.#item;
+    return this.#services.waitForIndex(index, limitMs ?? (item.kind === 'eval' ? item.syncLimitMs : 5000));
   }
 
   /** The item is over: stop polling. */
@@ -118,9 +126,13 @@ export class ThreadWorkContext implements WorkContext {
     }, SIGNAL_POLL_MS);
   }
 
+  #canceledError(): CanceledError {
+    const item = this.#item;
+    const what = item.kind === 'eval' ? `Evaluation ${JSON.stringify(item.evaluation.id)}` : `Run ${JSON.stringify(item.run.runId)}`;
+    return new CanceledError(`${what} was canceled`);
+  }
+
   #abort(): void {
-    if (this.#controller !== undefined && !this.#controller.signal.aborted) {
-      this.#controller.abort(new CanceledError(`${this.#deps.what} was canceled`));
-    }
+    if (this.#controller !== undefined && !this.#controller.signal.aborted) this.#controller.abort(this.#canceledError());
   }
 }

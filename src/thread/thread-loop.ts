@@ -17,7 +17,7 @@ import { SlotTable } from '../slots/slot-table.js';
 import { Replica } from '../state/replica.js';
 import type { ChangeSet } from '../state/types.js';
 import { ThreadBoard } from '../pool/thread-board.js';
-import { ThreadWorkContext } from './context.js';
+import { ThreadWorkContext, type ThreadServices } from './context.js';
 import { IndexWaiter } from './index-waiter.js';
 import { ModuleTable, type UserFunction } from './modules.js';
 
@@ -40,6 +40,7 @@ export class ThreadLoop {
   #lastFlush = 0;
   #awaitingReset = false;
   #stopped: (() => void) | undefined;
+  readonly #services: ThreadServices;
 
   constructor(port: MessagePort, init: ThreadInit) {
     this.#port = port;
@@ -52,6 +53,13 @@ export class ThreadLoop {
     this.#logger = pino({ name: 'tickpool-thread', level: init.logLevel }).child({ thread: init.threadIndex });
     this.#replica.reset(init.full);
     this.#publishIndex();
+    this.#services = {
+      slots: this.#slots,
+      threadIndex: init.threadIndex,
+      snapshot: () => this.#replica.snapshot(),
+      logger: this.#logger,
+      waitForIndex: (index, limitMs) => this.#waiter.wait(index, limitMs),
+    };
   }
 
   /** Runs until main says stop (or closes the port). */
@@ -131,20 +139,7 @@ export class ThreadLoop {
   async #runItem(item: WorkItem): Promise<ItemOutcome> {
     const { slot, generation, seq } = item;
     if (!this.#slots.start(slot, generation, this.#init.threadIndex + 1)) return { seq, status: 'canceled' };
-    const what = item.kind === 'eval' ? `evaluation ${JSON.stringify(item.evaluation.id)}` : `run ${JSON.stringify(item.run.runId)}`;
-    const ctx = new ThreadWorkContext({
-      slots: this.#slots,
-      slot,
-      generation,
-      attempt: item.attempt,
-      threadIndex: this.#init.threadIndex,
-      snapshot: () => this.#replica.snapshot(),
-      logger: () =>
-        this.#logger.child(item.kind === 'eval' ? { evalId: item.evaluation.id } : { taskId: item.run.taskId, runId: item.run.runId }),
-      waitForIndex: (index, limitMs) => this.#waiter.wait(index, limitMs),
-      defaultSyncLimitMs: item.kind === 'eval' ? item.syncLimitMs : 5000,
-      what,
-    });
+    const ctx = new ThreadWorkContext(this.#services, item);
     try {
       let fn: UserFunction;
       let input: unknown;
