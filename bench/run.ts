@@ -11,7 +11,6 @@
  * default the machine's parallelism). See `node dist/bench/run.js --help`.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus, totalmem } from 'node:os';
 import { dirname, resolve } from 'node:path';
@@ -29,15 +28,15 @@ import type { MachineInfo, RatioLine, SuiteReport } from './report/model.js';
 import { writeReport } from './report/index.js';
 import { runScheduleBench } from './schedule.bench.js';
 import { runStateBench } from './state.bench.js';
-import { backoffSweep, threadSweep, type BackoffSweepPoint, type ThreadSweepPoint } from './sweeps.js';
+import { runTasksBench } from './tasks.bench.js';
+import { backoffSweep, taskRetrySweep, threadSweep, type BackoffSweepPoint, type TaskRetrySweepPoint, type ThreadSweepPoint } from './sweeps.js';
 
 interface UnitOutput {
   readonly results: readonly BenchResult[];
   readonly latency?: readonly LatencyChart[];
   readonly threadSweep?: readonly ThreadSweepPoint[];
   readonly backoffSweep?: readonly BackoffSweepPoint[];
-  /** Set when the benchmark could not run at all (its module is not in this tree): its scope's floors are not checked. */
-  readonly absent?: string;
+  readonly taskRetrySweep?: readonly TaskRetrySweepPoint[];
 }
 
 interface Unit {
@@ -187,7 +186,7 @@ function units(o: RunOptions): Unit[] {
     id: 'tasks',
     scope: 'tasks',
     title: 'tasks: claims, tick vs scan, schedule lag',
-    run: runTasks(quick),
+    run: async () => ({ results: fromTasks(await runTasksBench({ quick })) }),
   });
 
   list.push({
@@ -277,6 +276,41 @@ function units(o: RunOptions): Unit[] {
         );
       },
     });
+    list.push({
+      id: 'tasks.retry-sweep',
+      scope: 'tasks',
+      title: 'backoff sweep: task retries (engine backoff baselineMs/limitMs) under a failure-injecting handler',
+      async run() {
+        const points = await taskRetrySweep({ quick, threads });
+        return {
+          taskRetrySweep: points,
+          results: points.map((p) => ({
+            scope: 'tasks',
+            id: `tasks.retry-sweep.${p.config.baselineMs}-${p.config.limitMs}`,
+            name: `task-retry sweep, backoff ${p.config.label} ms`,
+            threads,
+            attemptsPerSuccess: p.attemptsPerSuccess,
+            failedAttemptsPerSec: p.failedAttemptsPerSec,
+            timeToSuccessMeanMs: p.timeToSuccess.meanMs,
+            timeToSuccessP99Ms: p.timeToSuccess.p99Ms,
+            overshootP50Ms: p.overshoot.p50Ms,
+            notes: `${p.attemptsPerSuccess} attempts/success; time-to-success mean ${p.timeToSuccess.meanMs} ms, p99 ${p.timeToSuccess.p99Ms} ms; overshoot p50 ${p.overshoot.p50Ms} ms (outage ${p.outageMs} ms, ${p.runs} runs)`,
+          })),
+        };
+      },
+      print(output) {
+        console.table(
+          (output.taskRetrySweep ?? []).map((p) => ({
+            'baseline/limit ms': p.config.label,
+            'attempts/success': p.attemptsPerSuccess,
+            'failed attempts/s': p.failedAttemptsPerSec,
+            'time-to-success mean/p99 ms': `${p.timeToSuccess.meanMs} / ${p.timeToSuccess.p99Ms}`,
+            'overshoot p50/p99 ms': `${p.overshoot.p50Ms} / ${p.overshoot.p99Ms}`,
+            succeeded: `${p.succeeded}/${p.runs}`,
+          })),
+        );
+      },
+    });
   }
   return list.filter((u) => o.scopes.includes(u.scope));
 }
@@ -284,18 +318,6 @@ function units(o: RunOptions): Unit[] {
 /** Units the profile leaves out, for the record. */
 function leftOut(o: RunOptions, all: readonly Unit[]): Unit[] {
   return o.profile === 'ci' ? all.filter((u) => u.inCi === false) : [];
-}
-
-/** `bench/tasks.bench.ts` (issue 4), when present in this tree. */
-function runTasks(quick: boolean): () => Promise<UnitOutput> {
-  return async () => {
-    const url = new URL('./tasks.bench.js', import.meta.url);
-    if (!existsSync(fileURLToPath(url))) return { results: [], absent: 'bench/tasks.bench.ts is not in this tree yet' };
-    // Loaded by URL so that the suite builds and runs in a tree without it (issue 4 lands it separately).
-    const mod = (await import(url.href)) as { runTasksBench?: (options: { quick?: boolean }) => Promise<unknown> };
-    if (typeof mod.runTasksBench !== 'function') throw new Error('bench/tasks.bench.ts does not export runTasksBench');
-    return { results: fromTasks(await mod.runTasksBench({ quick })) };
-  };
 }
 
 function machine(): MachineInfo {
@@ -372,10 +394,10 @@ export async function main(argv: readonly string[]): Promise<number> {
   const latency: LatencyChart[] = [];
   const sweepThreads: ThreadSweepPoint[] = [];
   const sweepBackoff: BackoffSweepPoint[] = [];
+  const sweepTaskRetry: TaskRetrySweepPoint[] = [];
   const skipped: Array<{ benchmark: string; reason: string }> = [];
   const errors: Array<{ benchmark: string; error: string }> = [];
   const durationsMs: Record<string, number> = {};
-  const absentScopes = new Set<Scope>();
   for (const unit of leftOut(options, all)) skipped.push({ benchmark: unit.id, reason: `not part of the ${options.profile} profile` });
 
   for (const unit of selected) {
@@ -393,12 +415,6 @@ export async function main(argv: readonly string[]): Promise<number> {
     } finally {
       durationsMs[unit.id] = Math.round(performance.now() - t0);
     }
-    if (output.absent !== undefined) {
-      console.warn(`SKIPPED ${unit.id}: ${output.absent}`);
-      skipped.push({ benchmark: unit.id, reason: output.absent });
-      absentScopes.add(unit.scope);
-      continue;
-    }
     for (const r of output.results) {
       unitOf.set(r.id ?? r.name, unit);
       runsOf.set(r.id ?? r.name, 1);
@@ -407,14 +423,13 @@ export async function main(argv: readonly string[]): Promise<number> {
     latency.push(...(output.latency ?? []));
     sweepThreads.push(...(output.threadSweep ?? []));
     sweepBackoff.push(...(output.backoffSweep ?? []));
+    sweepTaskRetry.push(...(output.taskRetrySweep ?? []));
     if (unit.print !== undefined) unit.print(output);
     else printTable(unit.title, output.results);
     console.log(`(${(durationsMs[unit.id]! / 1000).toFixed(1)} s)`);
   }
 
-  // Floors: the scopes that ran, less those whose benchmark module is absent from this tree (reported as skipped).
-  const checkedScopes = options.scopes.filter((s) => !absentScopes.has(s));
-  let checks = checkFloors(results, checkedScopes, undefined, runsOf);
+  let checks = checkFloors(results, options.scopes, undefined, runsOf);
   if (options.check) {
     // Best of up to three short runs: a floor fails only when every run of its benchmark is below it.
     for (let attempt = 2; attempt <= 3; attempt++) {
@@ -436,7 +451,7 @@ export async function main(argv: readonly string[]): Promise<number> {
           durationsMs[`${unit.id}#${attempt}`] = Math.round(performance.now() - t0);
         }
       }
-      checks = checkFloors(results, checkedScopes, undefined, runsOf);
+      checks = checkFloors(results, options.scopes, undefined, runsOf);
     }
   }
 
@@ -460,7 +475,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     passed,
     results,
     latency,
-    sweeps: { threads: sweepThreads, backoff: sweepBackoff },
+    sweeps: { threads: sweepThreads, backoff: sweepBackoff, taskRetry: sweepTaskRetry },
     skipped,
     errors,
     durationsMs,

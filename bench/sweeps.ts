@@ -16,6 +16,11 @@
  *    point runs a very slow `backoff` with the middle nack delays to show that it does not move the result.
  *    The sweep reports retry load (deliveries per success, failed deliveries per second of outage) against
  *    time-to-success (enqueue → success) and overshoot (recovery → success: what too long a delay costs).
+ *
+ * 3. Task retries under a failure-injecting handler (`fixtures/flaky-task-handler.ts`), the same outage: here the
+ *    engine's `backoff` is the knob — `engine.tasks` retries a retryable run after `baselineMs × 4^k`, capped at
+ *    `limitMs` — so this sweep varies exactly baseline/limit, with a manual run (`forceRun`) per task arriving
+ *    evenly over the outage and `retry` high enough that no run ends failed.
  */
 import { pino } from 'pino';
 import type { BackoffOptions } from '../src/backoff.js';
@@ -337,6 +342,139 @@ export async function backoffSweep(options: BackoffSweepOptions = {}): Promise<B
   for (const config of backoffGrid(outageMs)) {
     collect();
     const point = await backoffPoint(config, { threads: options.threads ?? 2, outageMs, evaluations });
+    points.push(point);
+    options.onPoint?.(point);
+  }
+  return points;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Task-retry sweep (engine `backoff`)
+
+export interface TaskRetryConfig {
+  readonly label: string;
+  readonly baselineMs: number;
+  readonly limitMs: number;
+}
+
+export interface TaskRetrySweepPoint {
+  readonly config: TaskRetryConfig;
+  readonly outageMs: number;
+  readonly runs: number;
+  readonly succeeded: number;
+  /** Runs that ended failed (retries exhausted): should be 0. */
+  readonly failed: number;
+  /** Retry load: attempts per successful run; 1 = no retries. */
+  readonly attemptsPerSuccess: number;
+  /** Failed attempts per second of outage. */
+  readonly failedAttemptsPerSec: number;
+  /** forceRun → run finished with success, ms. */
+  readonly timeToSuccess: BackoffSweepPoint['timeToSuccess'];
+  /** dependency recovered → run finished with success, ms. */
+  readonly overshoot: BackoffSweepPoint['overshoot'];
+  readonly wallMs: number;
+}
+
+/** baselineMs at 1/40, 1/10 and 2/5 of the outage, limitMs at 2/5, 1 and 4 outages (factor 4, no jitter). */
+export function taskRetryGrid(outageMs: number): TaskRetryConfig[] {
+  const configs: TaskRetryConfig[] = [];
+  for (const fb of [0.025, 0.1, 0.4]) {
+    for (const fl of [0.4, 1, 4]) {
+      const baselineMs = Math.round(outageMs * fb);
+      const limitMs = Math.round(outageMs * fl);
+      configs.push({ label: `${baselineMs}/${limitMs}`, baselineMs, limitMs });
+    }
+  }
+  return configs;
+}
+
+/** A daily cron 12 hours from now (UTC), so no scheduled run falls inside the measurement: only forced runs run. */
+function farCron(): string {
+  const at = new Date(Date.now() + 12 * 3_600_000);
+  return `${at.getUTCMinutes()} ${at.getUTCHours()} * * *`;
+}
+
+export async function taskRetryPoint(config: TaskRetryConfig, options: { threads: number; outageMs: number; runs: number }): Promise<TaskRetrySweepPoint> {
+  const { threads, outageMs, runs } = options;
+  const engine = createEngine({
+    threads,
+    handlers: { flaky: fixture('flaky-task-handler') },
+    backoff: { baselineMs: config.baselineMs, limitMs: config.limitMs },
+    logger: pino({ level: 'error' }),
+  });
+  await engine.start();
+  const forcedAt = new Float64Array(runs);
+  const toSuccess = new Latency();
+  const overshoot = new Latency();
+  let succeeded = 0;
+  let failed = 0;
+  let attempts = 0;
+  let failedAttempts = 0;
+  try {
+    const start = nowUs() / 1000;
+    const healthyAt = start + outageMs;
+    const cron = farCron();
+    for (let i = 0; i < runs; i++) {
+      engine.tasks.add({ id: `t${i}`, cron, maxConcurrency: 1, retry: 100, handler: 'flaky', payload: { healthyAt } });
+    }
+    let last = start;
+    const finished = new Promise<void>((resolve, reject) => {
+      const guard = setTimeout(() => reject(new Error(`task-retry sweep ${config.label}: not finished after ${outageMs + 60_000} ms`)), outageMs + 60_000);
+      const off = engine.tasks.events.on('task:run:finish', ({ taskId, status, attempts: n }) => {
+        const now = nowUs() / 1000;
+        const i = Number(taskId.slice(1));
+        attempts += n;
+        if (status === 'success') {
+          succeeded++;
+          failedAttempts += n - 1;
+          toSuccess.recordUs((now - forcedAt[i]!) * 1000);
+          overshoot.recordUs(Math.max(0, now - Math.max(healthyAt, forcedAt[i]!)) * 1000);
+          last = Math.max(last, now);
+        } else {
+          failed++;
+          failedAttempts += n;
+        }
+        if (succeeded + failed === runs) {
+          off();
+          clearTimeout(guard);
+          resolve();
+        }
+      });
+    });
+    const rate = (runs * 1000) / outageMs;
+    const sentUs = new Float64Array(runs);
+    const forced: Array<Promise<unknown>> = [];
+    await paced(runs, rate, sentUs, (i) => {
+      forcedAt[i] = sentUs[i]! / 1000;
+      forced.push(engine.tasks.forceRun(`t${i}`));
+    });
+    await Promise.all(forced);
+    await finished;
+    return {
+      config,
+      outageMs,
+      runs,
+      succeeded,
+      failed,
+      attemptsPerSuccess: round(attempts / Math.max(1, succeeded), 3),
+      failedAttemptsPerSec: round((failedAttempts * 1000) / outageMs, 0),
+      timeToSuccess: msSummary(toSuccess),
+      overshoot: msSummary(overshoot),
+      wallMs: round(last - start, 1),
+    };
+  } finally {
+    await engine.stop({ graceMs: 1000 });
+  }
+}
+
+export async function taskRetrySweep(options: { quick?: boolean; threads?: number; onPoint?: (p: TaskRetrySweepPoint) => void } = {}): Promise<TaskRetrySweepPoint[]> {
+  const quick = options.quick === true;
+  const outageMs = quick ? 200 : 400;
+  const runs = quick ? 100 : 400;
+  const points: TaskRetrySweepPoint[] = [];
+  for (const config of taskRetryGrid(outageMs)) {
+    collect();
+    const point = await taskRetryPoint(config, { threads: options.threads ?? 2, outageMs, runs });
     points.push(point);
     options.onPoint?.(point);
   }

@@ -8,7 +8,7 @@
 import { formatValue } from '../floors.js';
 import type { Distribution, LatencyChart } from '../lib/quantiles.js';
 import type { BenchResult } from '../lib/types.js';
-import type { BackoffSweepPoint, ThreadSweepPoint } from '../sweeps.js';
+import type { BackoffSweepPoint, TaskRetrySweepPoint, ThreadSweepPoint } from '../sweeps.js';
 import { histogramOf, logBins, ninesOf } from './histogram.js';
 import type { SuiteReport } from './model.js';
 import { COLORS, escapeXml as esc, formatMicros, formatNumber, renderChart, type SeriesSpec } from './svg.js';
@@ -134,55 +134,132 @@ one-way time (run → task entry) under the same load.</p>
 <table><thead><tr><th>threads</th><th>engine / piscina</th><th>engine ops/s</th><th>piscina ops/s</th><th>idle engine p50 / p99</th><th>idle piscina p50 / p99</th><th>loaded engine p50 / p99 / p99.9</th><th>loaded piscina p50 / p99 / p99.9</th></tr></thead><tbody>${rows}</tbody></table></section>`;
 }
 
-function backoffSection(points: readonly BackoffSweepPoint[]): string {
+/** One point of a retry sweep, whichever knob it turns. */
+interface RetryPoint {
+  readonly label: string;
+  readonly control: boolean;
+  /** [column, value] of the knobs. */
+  readonly knobs: ReadonlyArray<readonly [string, number]>;
+  /** Deliveries (or attempts) per success. */
+  readonly load: number;
+  readonly failedPerSec: number;
+  readonly timeToSuccess: BackoffSweepPoint['timeToSuccess'];
+  readonly overshoot: BackoffSweepPoint['overshoot'];
+  readonly succeeded: number;
+  readonly total: number;
+  readonly failed: number;
+}
+
+function retrySection(id: string, title: string, intro: string, unit: string, points: readonly RetryPoint[], legend: string): string {
   if (points.length === 0) return '';
-  const grid = points.filter((p) => p.config.control !== true);
-  const control = points.filter((p) => p.config.control === true);
-  const scatter = (id: string, title: string, y: (p: BackoffSweepPoint) => number, whisker: (p: BackoffSweepPoint) => number, yLabel: string): string =>
+  const grid = points.filter((p) => !p.control);
+  const control = points.filter((p) => p.control);
+  const scatter = (chart: string, chartTitle: string, y: (p: RetryPoint) => number, whisker: (p: RetryPoint) => number, yLabel: string): string =>
     renderChart({
-      id,
-      title,
-      x: { label: 'retry load: deliveries per success', scale: 'linear', min: 1 },
+      id: `${id}-${chart}`,
+      title: chartTitle,
+      x: { label: `retry load: ${unit} per success`, scale: 'linear', min: 1 },
       y: { label: yLabel, scale: 'linear', min: 0 },
       series: [
         {
-          label: 'broker nack delays initial/step (ms); whisker = p99',
+          label: `${legend}; whisker = p99`,
           color: COLORS.engine,
           kind: 'scatter',
-          points: grid.map((p) => [p.deliveriesPerSuccess, y(p)]),
+          points: grid.map((p) => [p.load, y(p)]),
           whiskers: grid.map(whisker),
-          pointLabels: grid.map((p) => p.config.label),
-          tooltips: grid.map((p) => `${p.config.label}: ${p.deliveriesPerSuccess} deliveries/success, ${p.failedDeliveriesPerSec} failed deliveries/s during the outage, time-to-success mean ${p.timeToSuccess.meanMs} ms p99 ${p.timeToSuccess.p99Ms} ms, overshoot p50 ${p.overshoot.p50Ms} ms`),
+          pointLabels: grid.map((p) => p.label),
+          tooltips: grid.map((p) => `${p.label}: ${p.load} ${unit}/success, ${p.failedPerSec} failed ${unit}/s during the outage, time-to-success mean ${p.timeToSuccess.meanMs} ms p99 ${p.timeToSuccess.p99Ms} ms, overshoot p50 ${p.overshoot.p50Ms} ms`),
         },
-        {
-          label: 'control: same delays + slow engine backoff',
-          color: COLORS.baseline,
-          kind: 'scatter',
-          marker: 'diamond',
-          points: control.map((p) => [p.deliveriesPerSuccess, y(p)]),
-          whiskers: control.map(whisker),
-          tooltips: control.map((p) => `${p.config.label}: ${p.deliveriesPerSuccess} deliveries/success`),
-        },
+        ...(control.length === 0
+          ? []
+          : [
+              {
+                label: 'control: same delays + slow engine backoff',
+                color: COLORS.baseline,
+                kind: 'scatter' as const,
+                marker: 'diamond' as const,
+                points: control.map((p) => [p.load, y(p)] as [number, number]),
+                whiskers: control.map(whisker),
+                tooltips: control.map((p) => `${p.label}: ${p.load} ${unit}/success`),
+              },
+            ]),
       ],
     });
-  const first = points[0]!;
+  const knobNames = points[0]!.knobs.map((k) => k[0]);
   const rows = points
     .map(
-      (p) => `<tr${p.config.control === true ? ' class="control"' : ''}><td>${esc(p.config.label)}</td><td class="num">${p.config.initialNackDelayMs}</td><td class="num">${p.config.subsequentNackDelayMs}</td>
-<td class="num"><b>${p.deliveriesPerSuccess.toFixed(2)}</b></td><td class="num">${formatNumber(p.failedDeliveriesPerSec)}</td><td class="num">${p.timeToSuccess.meanMs} / ${p.timeToSuccess.p50Ms} / ${p.timeToSuccess.p99Ms}</td>
-<td class="num">${p.overshoot.p50Ms} / ${p.overshoot.p99Ms}</td><td class="num">${p.succeeded}/${p.evaluations}${p.failed > 0 ? ` (${p.failed} failed)` : ''}</td></tr>`,
+      (p) => `<tr${p.control ? ' class="control"' : ''}><td>${esc(p.label)}</td>${p.knobs.map((k) => `<td class="num">${k[1]}</td>`).join('')}
+<td class="num"><b>${p.load.toFixed(2)}</b></td><td class="num">${formatNumber(p.failedPerSec)}</td><td class="num">${p.timeToSuccess.meanMs} / ${p.timeToSuccess.p50Ms} / ${p.timeToSuccess.p99Ms}</td>
+<td class="num">${p.overshoot.p50Ms} / ${p.overshoot.p99Ms}</td><td class="num">${p.succeeded}/${p.total}${p.failed > 0 ? ` (${p.failed} failed)` : ''}</td></tr>`,
     )
     .join('');
-  return `<section id="backoff-sweep"><h2>Backoff sweep under a failure-injecting scheduler</h2>
-<p>A dependency is down for ${first.outageMs} ms while ${first.evaluations} evaluations arrive evenly; every delivery
+  return `<section id="${esc(id)}"><h2>${esc(title)}</h2><p>${intro}</p>
+<div class="row">${scatter('time', 'Time-to-success against retry load', (p) => p.timeToSuccess.meanMs, (p) => p.timeToSuccess.p99Ms, 'start → success, mean ms')}${scatter('overshoot', 'Overshoot against retry load', (p) => p.overshoot.p50Ms, (p) => p.overshoot.p99Ms, 'recovery → success, p50 ms')}</div>
+<table><thead><tr><th>setting</th>${knobNames.map((k) => `<th>${esc(k)}</th>`).join('')}<th>${esc(unit)} per success</th><th>failed ${esc(unit)}/s</th><th>time-to-success mean / p50 / p99 ms</th><th>overshoot p50 / p99 ms</th><th>succeeded</th></tr></thead><tbody>${rows}</tbody></table></section>`;
+}
+
+function backoffSection(points: readonly BackoffSweepPoint[]): string {
+  if (points.length === 0) return '';
+  const first = points[0]!;
+  return retrySection(
+    'backoff-sweep',
+    'Backoff sweep: evaluation redelivery under a failure-injecting scheduler',
+    `A dependency is down for ${first.outageMs} ms while ${first.evaluations} evaluations arrive evenly; every delivery
 before it recovers throws, the worker nacks, and the broker redelivers after its nack delay: <code>initialNackDelayMs</code>
 after the first delivery (the baseline), then <code>(d − 1) × subsequentNackDelayMs</code> after the d-th (the step);
 <code>deliveryLimit</code> (the cap, in deliveries) is set high so nothing fails. Short delays find the recovery
 sooner but hammer the broken dependency; long ones spare it and overshoot. The engine's <code>backoff</code>
 (baselineMs/limitMs) spaces dequeue retries, not redeliveries: the control point runs a very slow one with the
-same nack delays, and lands on the same spot.</p>
-<div class="row">${scatter('backoff-sweep-time', 'Time-to-success against retry load', (p) => p.timeToSuccess.meanMs, (p) => p.timeToSuccess.p99Ms, 'enqueue → success, mean ms')}${scatter('backoff-sweep-overshoot', 'Overshoot against retry load', (p) => p.overshoot.p50Ms, (p) => p.overshoot.p99Ms, 'recovery → success, p50 ms')}</div>
-<table><thead><tr><th>initial/step</th><th>initial ms</th><th>step ms</th><th>deliveries per success</th><th>failed deliveries/s</th><th>time-to-success mean / p50 / p99 ms</th><th>overshoot p50 / p99 ms</th><th>succeeded</th></tr></thead><tbody>${rows}</tbody></table></section>`;
+same nack delays, and lands on the same spot.`,
+    'deliveries',
+    points.map((p) => ({
+      label: p.config.label,
+      control: p.config.control === true,
+      knobs: [
+        ['initialNackDelayMs', p.config.initialNackDelayMs],
+        ['subsequentNackDelayMs', p.config.subsequentNackDelayMs],
+      ],
+      load: p.deliveriesPerSuccess,
+      failedPerSec: p.failedDeliveriesPerSec,
+      timeToSuccess: p.timeToSuccess,
+      overshoot: p.overshoot,
+      succeeded: p.succeeded,
+      total: p.evaluations,
+      failed: p.failed,
+    })),
+    'broker nack delays initial/step (ms)',
+  );
+}
+
+function taskRetrySection(points: readonly TaskRetrySweepPoint[]): string {
+  if (points.length === 0) return '';
+  const first = points[0]!;
+  return retrySection(
+    'task-retry-sweep',
+    'Backoff sweep: task retries under a failure-injecting handler',
+    `The same outage of ${first.outageMs} ms for ${first.runs} task runs started evenly over it (<code>forceRun</code>);
+every attempt before the recovery fails retryably and <code>engine.tasks</code> retries it after the engine's
+<code>backoff</code>: <code>baselineMs × 4^k</code>, capped at <code>limitMs</code> (<code>retry</code> is high so no
+run ends failed). The baseline sets how hard the first seconds hit the dependency; the limit sets how long a run
+can sleep past the recovery.`,
+    'attempts',
+    points.map((p) => ({
+      label: p.config.label,
+      control: false,
+      knobs: [
+        ['baselineMs', p.config.baselineMs],
+        ['limitMs', p.config.limitMs],
+      ],
+      load: p.attemptsPerSuccess,
+      failedPerSec: p.failedAttemptsPerSec,
+      timeToSuccess: p.timeToSuccess,
+      overshoot: p.overshoot,
+      succeeded: p.succeeded,
+      total: p.runs,
+      failed: p.failed,
+    })),
+    'engine backoff baselineMs/limitMs',
+  );
 }
 
 function resultsTable(results: readonly BenchResult[]): string {
@@ -260,6 +337,7 @@ ${checked ? `<section id="floors"><h2>Floors</h2><table><thead><tr><th></th><th>
 ${latencySection(report.latency)}
 ${threadSection(report.sweeps.threads)}
 ${backoffSection(report.sweeps.backoff)}
+${taskRetrySection(report.sweeps.taskRetry)}
 ${resultsTable(report.results)}
 <script>${CHECK_SCRIPT}</script>
 </body></html>

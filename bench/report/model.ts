@@ -3,7 +3,7 @@ import type { FloorCheck } from '../floors.js';
 import type { RunOptions } from '../lib/cli.js';
 import type { LatencyChart } from '../lib/quantiles.js';
 import type { BenchResult } from '../lib/types.js';
-import type { BackoffSweepPoint, ThreadSweepPoint } from '../sweeps.js';
+import type { BackoffSweepPoint, TaskRetrySweepPoint, ThreadSweepPoint } from '../sweeps.js';
 
 export interface MachineInfo {
   readonly node: string;
@@ -38,7 +38,13 @@ export interface SuiteReport {
   readonly passed: boolean;
   readonly results: readonly BenchResult[];
   readonly latency: readonly LatencyChart[];
-  readonly sweeps: { readonly threads: readonly ThreadSweepPoint[]; readonly backoff: readonly BackoffSweepPoint[] };
+  readonly sweeps: {
+    readonly threads: readonly ThreadSweepPoint[];
+    /** Evaluation redelivery: the broker's nack delays. */
+    readonly backoff: readonly BackoffSweepPoint[];
+    /** Task retries: the engine's `backoff` (baselineMs/limitMs). */
+    readonly taskRetry: readonly TaskRetrySweepPoint[];
+  };
   /** Benchmarks that could not run, and why. */
   readonly skipped: ReadonlyArray<{ readonly benchmark: string; readonly reason: string }>;
   readonly errors: ReadonlyArray<{ readonly benchmark: string; readonly error: string }>;

@@ -161,7 +161,9 @@ function markerPath(kind: SeriesSpec['marker'], x: number, y: number): string {
 export function renderChart(spec: ChartSpec): string {
   const width = spec.width ?? 560;
   const height = spec.height ?? 320;
-  const legendRows = Math.ceil(spec.series.length / 2);
+  // Two legend columns, or one when a label would not fit in half the width (~6 px per character at 11 px).
+  const legendColumns = spec.series.some((s) => s.label.length * 6.2 + 30 > (width - 84) / 2) ? 1 : 2;
+  const legendRows = Math.ceil(spec.series.length / legendColumns);
   const margin = { left: 64, right: 20, top: 34, bottom: 58 + legendRows * 18 };
   const plot = { x0: margin.left, x1: width - margin.right, y0: height - margin.bottom, y1: margin.top };
   const xs = spec.series.flatMap((s) => s.points.map((p) => p[0]));
@@ -251,8 +253,8 @@ export function renderChart(spec: ChartSpec): string {
   // Legend.
   out.push('<g class="legend">');
   spec.series.forEach((s, i) => {
-    const lx = margin.left + (i % 2) * ((width - margin.left - margin.right) / 2);
-    const ly = height - legendRows * 18 + Math.floor(i / 2) * 18 - 4;
+    const lx = margin.left + (i % legendColumns) * ((width - margin.left - margin.right) / 2);
+    const ly = height - legendRows * 18 + Math.floor(i / legendColumns) * 18 - 4;
     const dash = s.dashed === true ? ' stroke-dasharray="6 4"' : '';
     if (s.kind === 'scatter') out.push(`${markerPath(s.marker, lx + 11, ly - 4)} fill="${s.color}"/>`);
     else out.push(`<line x1="${lx}" y1="${ly - 4}" x2="${lx + 22}" y2="${ly - 4}" stroke="${s.color}" stroke-width="${s.kind === 'step-area' ? 6 : 2}"${dash}/>`);

@@ -14,7 +14,7 @@ import { after, test } from 'node:test';
 import { Latency } from '../../bench/lib/latency.js';
 import { distributionOf, type LatencyChart } from '../../bench/lib/quantiles.js';
 import { renderReport, writeReport, type SuiteReport } from '../../bench/report/index.js';
-import type { BackoffSweepPoint, ThreadSweepPoint } from '../../bench/sweeps.js';
+import type { BackoffSweepPoint, TaskRetrySweepPoint, ThreadSweepPoint } from '../../bench/sweeps.js';
 
 /** A deterministic latency distribution: a log-normal-ish body around `centerUs` and a tail. */
 function latency(centerUs: number, samples: number, seed: number): Latency {
@@ -70,6 +70,22 @@ function sample(): SuiteReport {
     overshoot: { p50Ms: step! / 2, p99Ms: step! * 2, maxMs: step! * 2, meanMs: step! / 2 },
     wallMs: 300,
   }));
+  const taskRetry: TaskRetrySweepPoint[] = [
+    [5, 80, 4.0, 117],
+    [20, 200, 3.3, 186],
+    [80, 800, 2.6, 266],
+  ].map(([baselineMs, limitMs, aps, mean]) => ({
+    config: { label: `${baselineMs}/${limitMs}`, baselineMs: baselineMs!, limitMs: limitMs! },
+    outageMs: 200,
+    runs: 100,
+    succeeded: 100,
+    failed: 0,
+    attemptsPerSuccess: aps!,
+    failedAttemptsPerSec: Math.round(((aps! - 1) * 100 * 1000) / 200),
+    timeToSuccess: { p50Ms: mean!, p99Ms: mean! * 1.6, maxMs: mean! * 1.7, meanMs: mean! },
+    overshoot: { p50Ms: limitMs! / 4, p99Ms: limitMs! / 2, maxMs: limitMs! / 2, meanMs: limitMs! / 4 },
+    wallMs: 400,
+  }));
   return {
     suite: 'tickpool-bench',
     schema: 1,
@@ -84,15 +100,15 @@ function sample(): SuiteReport {
       { scope: 'broker', id: 'broker.cycle-x', name: 'cycle <script>alert(1)</script>', opsPerSec: 1_200_000, unit: 'cycles/s' },
     ],
     latency: charts,
-    sweeps: { threads, backoff },
+    sweeps: { threads, backoff, taskRetry },
     skipped: [{ benchmark: 'tasks', reason: 'bench/tasks.bench.ts is not in this tree yet' }],
     errors: [],
     durationsMs: { broker: 1 },
   };
 }
 
-/** 2 per latency chart, 3 for the thread sweep, 2 for the backoff sweep. */
-const EXPECTED_CHARTS = 2 * 2 + 3 + 2;
+/** 2 per latency chart, 3 for the thread sweep, 2 for each backoff sweep. */
+const EXPECTED_CHARTS = 2 * 2 + 3 + 2 + 2;
 
 test('the page is self-contained, escapes what it prints, and has every chart', () => {
   const html = renderReport(sample());
@@ -101,11 +117,11 @@ test('the page is self-contained, escapes what it prints, and has every chart', 
   assert.doesNotMatch(html, /<script>alert/, 'benchmark names are escaped');
   assert.match(html, /Test CPU &lt;&amp;&gt;/);
   assert.equal((html.match(/<svg [^>]*class="chart"/g) ?? []).length, EXPECTED_CHARTS);
-  for (const id of ['engine-idle-latency-histogram', 'engine-idle-latency-percentiles', 'thread-sweep-throughput', 'thread-sweep-latency', 'thread-sweep-loaded-percentiles', 'backoff-sweep-time', 'backoff-sweep-overshoot']) {
+  for (const id of ['engine-idle-latency-histogram', 'engine-idle-latency-percentiles', 'thread-sweep-throughput', 'thread-sweep-latency', 'thread-sweep-loaded-percentiles', 'backoff-sweep-time', 'backoff-sweep-overshoot', 'task-retry-sweep-time', 'task-retry-sweep-overshoot']) {
     assert.match(html, new RegExp(`data-chart="${id}"`), id);
   }
   assert.doesNotMatch(html.replace(/<script>[\s\S]*?<\/script>/g, ''), /NaN|Infinity/, 'every coordinate and figure is finite');
-  assert.match(html, /<h2>Ratios<\/h2>[\s\S]*<h2>Floors<\/h2>[\s\S]*<h2>Latency histograms<\/h2>[\s\S]*<h2>Thread-count sweep<\/h2>[\s\S]*<h2>Backoff sweep/, 'ratios first');
+  assert.match(html, /<h2>Ratios<\/h2>[\s\S]*<h2>Floors<\/h2>[\s\S]*<h2>Latency histograms<\/h2>[\s\S]*<h2>Thread-count sweep<\/h2>[\s\S]*<h2>Backoff sweep: evaluation[\s\S]*<h2>Backoff sweep: task retries/, 'ratios first');
 });
 
 /** `$CHROMIUM_PATH` when set (only it), else Debian's `/usr/bin/chromium`. */
