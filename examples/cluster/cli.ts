@@ -39,7 +39,7 @@ export const defaults = Object.freeze({
    * fraction of a millisecond to milliseconds and their plans compete for the same nodes, so a few per thread
    * keep the threads busy without every plan racing every other one.
    */
-  workersPerThread: 4,
+  workersPerThread: 8,
 });
 
 export const usage = `Usage: npm start -- [flags]   (or: node dist/examples/cluster/main.js [flags])

@@ -27,6 +27,12 @@ const PROGRESS_MS = 250;
 const STOP_GRACE_MS = 2_000;
 /** A task run that starts more than this after its due time counts as late. */
 const LATE_MS = 100;
+/**
+ * Scheduler runs per delivery while its plan keeps losing races (the engine's default is 5). A thousand evaluations a
+ * second bin-packing onto the same fullest nodes is far more contention than a real cluster sees; Nomad would park
+ * the rest of such a job in a blocked evaluation, this demo gives it a few more refreshes.
+ */
+const MAX_PLAN_ATTEMPTS = 10;
 
 function parseOrExit(argv: readonly string[]): CliOptions {
   try {
@@ -77,6 +83,7 @@ async function main(): Promise<void> {
     },
     tables,
     evaluatePlan: fit.evaluatePlan,
+    maxPlanAttempts: MAX_PLAN_ATTEMPTS,
     backoff: { baselineMs: cli.backoffBaselineMs, limitMs: cli.backoffLimitMs },
     logger: logger.child({ component: 'tickpool' }),
     registry: new Registry(),
@@ -150,6 +157,7 @@ async function main(): Promise<void> {
       nodes: cli.nodes,
       jobs: cli.jobs,
       seed: cli.seed,
+      maxPlanAttempts: engine.options.maxPlanAttempts,
       backoff: { baselineMs: engine.options.backoff.baselineMs, limitMs: engine.options.backoff.limitMs },
     },
     elapsedS,

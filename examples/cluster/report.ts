@@ -24,6 +24,7 @@ export interface Report {
     readonly nodes: number;
     readonly jobs: number;
     readonly seed: number;
+    readonly maxPlanAttempts: number;
     readonly backoff: { readonly baselineMs: number; readonly limitMs: number };
   };
   /** Wall time from the first enqueue until the engine had stopped, s. */

@@ -22,7 +22,8 @@ export interface Strategy {
    * The pick is random among the best `pickAmong` nodes. With 1, every scheduler that runs against the same state
    * picks the same node and all but one of them conflict, often until they run out of plan attempts; a wider pick
    * keeps the packing tight and the conflicts at a rate the refresh absorbs (Nomad shuffles nodes and limits the
-   * candidates it scores for the same reason).
+   * candidates it scores for the same reason). A re-run after a partly rejected plan has just lost a race for its
+   * nodes, so each attempt doubles the width (up to `MAX_PICK`).
    */
   readonly pickAmong: number;
 }
@@ -41,6 +42,8 @@ export interface Outcome {
 
 /** Nodes checked between two looks at the cancel word. */
 const CANCEL_CHECK_EVERY = 256;
+/** Widest pick of a re-run (see `Strategy.pickAmong`). */
+const MAX_PICK = 256;
 
 interface Delta {
   cpu: number;
@@ -77,22 +80,24 @@ export function schedule(evaluation: ClusterEvaluation, ctx: WorkContext, strate
 
   // 3. Rank and pick, one placement at a time (each one changes the capacity the next one sees).
   let unplaced = 0;
-  const best = new Array<{ node: StoredRecord<NodeRecord>; score: number } | undefined>(strategy.pickAmong);
+  const width = Math.min(MAX_PICK, strategy.pickAmong * 2 ** Math.min(8, ctx.attempt - 1));
+  const scores = new Float64Array(nodes.length);
   for (const { index, readIndex } of toPlace) {
-    best.fill(undefined);
+    let feasible = 0;
     for (let n = 0; n < nodes.length; n++) {
       if (n % CANCEL_CHECK_EVERY === 0) ctx.throwIfCanceled();
       const record = nodes[n]!;
       const score = rank(record.value, deltas.get(record.key), job, jobOnNode.get(record.key) ?? 0, strategy);
-      if (score !== undefined) keepBest(best, record, score);
+      scores[n] = score ?? Number.NEGATIVE_INFINITY;
+      if (score !== undefined) feasible++;
     }
-    const candidates = best.filter((b) => b !== undefined);
-    const pick = candidates[Math.floor(Math.random() * candidates.length)];
-    if (pick === undefined) {
+    const n = pickAmongBest(scores, feasible, width);
+    if (n < 0) {
       unplaced++;
       continue;
     }
-    const node = pick.node.value;
+    const pick = nodes[n]!;
+    const node = pick.value;
     addDelta(deltas, node.id, job.cpuMhz, job.memoryMb, 1);
     jobOnNode.set(node.id, (jobOnNode.get(node.id) ?? 0) + 1);
     const alloc: AllocRecord = {
@@ -182,11 +187,44 @@ function rank(node: NodeRecord, delta: Delta | undefined, job: JobRecord, sameJo
   return score;
 }
 
-/** Keeps the `best.length` highest scores, best first. */
-function keepBest(best: Array<{ node: StoredRecord<NodeRecord>; score: number } | undefined>, node: StoredRecord<NodeRecord>, score: number): void {
-  let at = best.length;
-  while (at > 0 && (best[at - 1] === undefined || best[at - 1]!.score < score)) at--;
-  if (at >= best.length) return;
-  for (let i = best.length - 1; i > at; i--) best[i] = best[i - 1];
-  best[at] = { node, score };
+/**
+ * Index of a node drawn uniformly from the `width` best scores (ties at the cut included), or -1 when no node is
+ * feasible (`-Infinity`). One selection pass for the cut, one reservoir-sampling pass for the draw.
+ */
+function pickAmongBest(scores: Float64Array, feasible: number, width: number): number {
+  if (feasible === 0) return -1;
+  const cut = feasible <= width ? Number.NEGATIVE_INFINITY : kthLargest(scores.slice(), width);
+  let chosen = -1;
+  let seen = 0;
+  for (let i = 0; i < scores.length; i++) {
+    const s = scores[i]!;
+    if (s === Number.NEGATIVE_INFINITY || s < cut) continue;
+    if (Math.random() * ++seen < 1) chosen = i;
+  }
+  return chosen;
+}
+
+/** The k-th largest value (k from 1), by quickselect; reorders `values`. */
+function kthLargest(values: Float64Array, k: number): number {
+  let lo = 0;
+  let hi = values.length - 1;
+  const target = k - 1;
+  while (lo < hi) {
+    const pivot = values[(lo + hi) >>> 1]!;
+    let i = lo;
+    let j = hi;
+    while (i <= j) {
+      while (values[i]! > pivot) i++;
+      while (values[j]! < pivot) j--;
+      if (i <= j) {
+        const t = values[i]!;
+        values[i++] = values[j]!;
+        values[j--] = t;
+      }
+    }
+    if (target <= j) hi = j;
+    else if (target >= i) lo = i;
+    else break;
+  }
+  return values[target]!;
 }
