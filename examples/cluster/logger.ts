@@ -7,23 +7,24 @@ import { pino } from 'pino';
 import type { Logger } from '../../src/index.js';
 import type { StatusLine } from './status-line.js';
 
-type PrettyFactory = (options: Record<string, unknown>) => NodeJS.WritableStream;
+/** pino-pretty's `prettyFactory`: options → (one JSON log line) → formatted text. */
+type PrettyFactory = (options: Record<string, unknown>) => (line: string) => string;
 
 async function loadPretty(): Promise<PrettyFactory | undefined> {
   const name = 'pino-pretty'; // a variable: the demo compiles and runs without it installed
   try {
-    const module = (await import(name)) as { default?: PrettyFactory };
-    return typeof module.default === 'function' ? module.default : undefined;
+    const module = (await import(name)) as { prettyFactory?: PrettyFactory; default?: { prettyFactory?: PrettyFactory } };
+    const factory = module.prettyFactory ?? module.default?.prettyFactory;
+    return typeof factory === 'function' ? factory : undefined;
   } catch {
     return undefined;
   }
 }
 
 export async function createLogger(level: string, line: StatusLine, tty: boolean): Promise<Logger> {
-  const destination = { write: (chunk: string) => line.write(chunk) };
-  const pretty = tty ? await loadPretty() : undefined;
-  if (pretty !== undefined) {
-    return pino({ level, name: 'cluster' }, pretty({ destination, sync: true, colorize: true, ignore: 'pid,hostname' }));
-  }
+  const factory = tty ? await loadPretty() : undefined;
+  const prettify = factory?.({ colorize: true, ignore: 'pid,hostname', translateTime: 'HH:MM:ss.l' });
+  // Synchronous writes through the status line: formatted in place when pino-pretty is there.
+  const destination = { write: (chunk: string) => line.write(prettify === undefined ? chunk : prettify(chunk)) };
   return pino({ level, name: 'cluster' }, destination);
 }
