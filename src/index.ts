@@ -32,3 +32,8 @@ export { SlotState, ThreadPhase, type SlotStateValue, type ThreadPhaseValue } fr
 
 // Task schedules
 export { parseSchedule, parseEvery, ScheduleCache, type Schedule, type ScheduleSpec } from './tasks/schedule/index.js';
+
+// Tasks
+export * from './tasks/index.js';
+export { PoolExecutor, type PoolExecutorOptions } from './tasks/pool-executor.js';
+export { EngineTasks, type EngineTasksOptions } from './tasks/engine-tasks.js';

@@ -36,7 +36,7 @@ export class EngineTasks extends TaskScheduler {
     const runLog = new MemoryRunLog();
     super({
       desiredState,
-      executor: new PoolExecutor({ pool: options.pool, handlers: options.handlers }),
+      executor: new PoolExecutor({ pool: options.pool, handlers: options.handlers, registry: options.registry }),
       logWriter: runLog,
       clock: options.clock,
       logger: options.logger,

@@ -9,27 +9,35 @@
  */
 import { ResourceLimitError, RunCanceledError, UnknownHandlerError } from '../errors.js';
 import type { Outcome, ThreadPool } from '../pool/thread-pool.js';
+import type { Registry } from '../observability/metrics.js';
+import { ExecutorMetrics } from './executor-metrics.js';
 import type { ExecuteContext, Executor, QueuedRun, RunPromise, RunResult } from './types.js';
 
 export interface PoolExecutorOptions {
   readonly pool: ThreadPool;
   /** Names of the registered handler modules. */
   readonly handlers: readonly string[];
+  /** prom-client registry for the executor's counters. */
+  readonly registry: Registry;
 }
 
 export class PoolExecutor implements Executor {
   readonly #pool: ThreadPool;
   readonly #handlers: ReadonlySet<string>;
+  readonly #metrics: ExecutorMetrics;
 
   constructor(options: PoolExecutorOptions) {
     this.#pool = options.pool;
     this.#handlers = new Set(options.handlers);
+    this.#metrics = new ExecutorMetrics(options.registry, () => options.pool.stats().queued);
   }
 
   execute(run: QueuedRun, context: ExecuteContext): RunPromise {
     const { task, slot, attempt } = context;
     if (!this.#handlers.has(task.handler)) {
       const error = new UnknownHandlerError(task.handler, [...this.#handlers]);
+      this.#metrics.started();
+      this.#metrics.settled({ status: 'error', error, retryable: false });
       return new PoolRunPromise(run, Promise.resolve({ status: 'error', error, retryable: false }), () => false);
     }
     const outcome = this.#pool.dispatch({
@@ -42,6 +50,8 @@ export class PoolExecutor implements Executor {
       handler: task.handler,
       payload: task.payload,
     });
+    this.#metrics.started();
+    void outcome.then((o) => this.#metrics.settled(o));
     return new PoolRunPromise(run, outcome, () => this.#pool.cancel(slot.slot, slot.generation));
   }
 }
