@@ -1,5 +1,6 @@
-import type { Counter, Metric, MetricValueWithName, Registry } from 'prom-client';
-import { counter, gauge, latencyBucketsSeconds } from '../observability/metrics.js';
+import type { Counter, Registry } from 'prom-client';
+import { LatencyHistogram, type LatencySeries } from '../observability/latency-histogram.js';
+import { counter, gauge } from '../observability/metrics.js';
 
 /**
  * The broker's Prometheus metrics, named after Nomad's (`nomad.broker.total_ready` → `tickpool_broker_total_ready`).
@@ -8,10 +9,8 @@ import { counter, gauge, latencyBucketsSeconds } from '../observability/metrics.
  * prom-client `Histogram.observe` costs 140–250 ns (it allocates a closure, hashes the labels and scans the
  * buckets). So:
  * - gauges are computed at scrape time from `stats()` (prom-client `collect`), costing nothing per evaluation;
- * - latency histograms are kept in `LatencySeries` (a Float64Array of bucket counts plus sum and count, ~5 ns per
- *   observation) and exported by `LatencyHistogram`, a collector that speaks prom-client's metric protocol
- *   (`get()` returning histogram values) so the registry serializes it like any other histogram. Nothing is
- *   sampled or dropped: every observation lands in its bucket, only the bookkeeping is cheaper.
+ * - latency histograms are `LatencyHistogram`s (src/observability/latency-histogram.ts): ~5 ns per observation,
+ *   nothing sampled or dropped.
  *
  * All brokers sharing a registry share one hub (an engine re-created in a test, two brokers in one process):
  * gauges sum over the live brokers, histograms accumulate across them.
@@ -30,102 +29,6 @@ export interface BrokerGaugeSnapshot {
   readonly totalCancelable: number;
   readonly totalFailed: number;
   readonly byScheduler: Readonly<Record<string, { readonly ready: number; readonly unacked: number }>>;
-}
-
-/** Bucket counts of one label set, in milliseconds internally (the clock's unit), exported in seconds. */
-export class LatencySeries {
-  /** counts[i] = observations in (bound[i-1], bound[i]]; the last slot is (last bound, +Inf). */
-  readonly counts: Float64Array;
-  sumMs = 0;
-  count = 0;
-  readonly #boundsMs: Float64Array;
-
-  constructor(boundsMs: Float64Array) {
-    this.#boundsMs = boundsMs;
-    this.counts = new Float64Array(boundsMs.length + 1);
-  }
-
-  observeMs(ms: number): void {
-    // A clock set backwards (ManualClock.set) must not produce a negative latency.
-    const value = ms > 0 ? ms : 0;
-    const bounds = this.#boundsMs;
-    const n = bounds.length;
-    let i = 0;
-    while (i < n && value > bounds[i]!) i++;
-    this.counts[i]!++;
-    this.sumMs += value;
-    this.count++;
-  }
-
-  reset(): void {
-    this.counts.fill(0);
-    this.sumMs = 0;
-    this.count = 0;
-  }
-}
-
-export interface HistogramExport {
-  readonly name: string;
-  readonly help: string;
-  readonly type: 'histogram';
-  readonly aggregator: 'sum';
-  readonly values: MetricValueWithName<string>[];
-}
-
-/** A histogram collector with one label (`type`), registered on a prom-client registry. */
-export class LatencyHistogram {
-  readonly name: string;
-  readonly help: string;
-  readonly type = 'histogram' as const;
-  readonly aggregator = 'sum' as const;
-  readonly labelNames: readonly string[];
-  readonly #boundsSeconds: readonly number[];
-  readonly #boundsMs: Float64Array;
-  readonly #series = new Map<string, LatencySeries>();
-
-  constructor(registry: Registry, config: { name: string; help: string; labelName: string; bucketsSeconds?: readonly number[] }) {
-    this.name = config.name;
-    this.help = config.help;
-    this.labelNames = [config.labelName];
-    this.#boundsSeconds = [...(config.bucketsSeconds ?? latencyBucketsSeconds)];
-    this.#boundsMs = Float64Array.from(this.#boundsSeconds, (s) => s * 1000);
-    // The registry only needs name/get/reset from a metric; the cast is to its class-typed signature.
-    registry.registerMetric(this as unknown as Metric);
-  }
-
-  /** The series for one label value, created on first use; callers keep it to observe without a lookup. */
-  series(labelValue: string): LatencySeries {
-    let series = this.#series.get(labelValue);
-    if (series === undefined) {
-      series = new LatencySeries(this.#boundsMs);
-      this.#series.set(labelValue, series);
-    }
-    return series;
-  }
-
-  /**
-   * The registry's metric protocol, as prom-client's own Histogram answers it. (prom-client's typings declare
-   * `type` as a numeric enum while every metric reports a string at runtime, hence the local return type.)
-   */
-  async get(): Promise<HistogramExport> {
-    const label = this.labelNames[0]!;
-    const values: MetricValueWithName<string>[] = [];
-    for (const [labelValue, series] of this.#series) {
-      let cumulative = 0;
-      for (let i = 0; i < this.#boundsSeconds.length; i++) {
-        cumulative += series.counts[i]!;
-        values.push({ labels: { le: this.#boundsSeconds[i]!, [label]: labelValue }, value: cumulative, metricName: `${this.name}_bucket` });
-      }
-      values.push({ labels: { le: '+Inf', [label]: labelValue }, value: series.count, metricName: `${this.name}_bucket` });
-      values.push({ labels: { [label]: labelValue }, value: series.sumMs / 1000, metricName: `${this.name}_sum` });
-      values.push({ labels: { [label]: labelValue }, value: series.count, metricName: `${this.name}_count` });
-    }
-    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
-  }
-
-  reset(): void {
-    for (const series of this.#series.values()) series.reset();
-  }
 }
 
 /** The three latency series of one queue (scheduler type or `_failed`). */

@@ -1,25 +1,27 @@
 /**
  * Worker metrics, named after Nomad's (`nomad.worker.wait_for_index`, `invoke_scheduler.<type>`, `submit_plan`)
- * in prom-client form. Label children are cached per type so the hot path does no label hashing.
+ * in prom-client form. The per-evaluation one is a `LatencyHistogram` whose series are cached per type, so the hot
+ * path does no label hashing and no allocation.
  */
 import { performance } from 'node:perf_hooks';
 import type { Counter, Histogram } from 'prom-client';
+import { LatencyHistogram, type LatencySeries } from '../observability/latency-histogram.js';
 import { counter, histogram, latencyBucketsSeconds, type Registry } from '../observability/metrics.js';
 
 export class WorkerMetrics {
-  readonly #invoke: Histogram<'type'>;
-  readonly #invokeByType = new Map<string, { observe(value: number): void }>();
+  readonly #invoke: LatencyHistogram;
+  readonly #invokeByType = new Map<string, LatencySeries>();
   readonly #waitForIndex: Histogram;
   readonly #submit: Histogram;
   readonly #refreshes: Counter;
   readonly #refused: Counter<'operation' | 'code'>;
 
   constructor(registry: Registry) {
-    this.#invoke = histogram(registry, {
+    // Observed once per evaluation: the cheap histogram, not prom-client's.
+    this.#invoke = LatencyHistogram.on(registry, {
       name: 'tickpool_worker_invoke_scheduler_seconds',
       help: 'Dispatch of an evaluation to a pool thread until its scheduler returned, by evaluation type',
-      labelNames: ['type'],
-      buckets: [...latencyBucketsSeconds],
+      labelName: 'type',
     });
     this.#waitForIndex = histogram(registry, {
       name: 'tickpool_worker_wait_for_index_seconds',
@@ -47,12 +49,12 @@ export class WorkerMetrics {
   }
 
   endScheduling(type: string, started: number, waitedMs: number): void {
-    let child = this.#invokeByType.get(type);
-    if (child === undefined) {
-      child = this.#invoke.labels(type);
-      this.#invokeByType.set(type, child);
+    let series = this.#invokeByType.get(type);
+    if (series === undefined) {
+      series = this.#invoke.series(type);
+      this.#invokeByType.set(type, series);
     }
-    child.observe((performance.now() - started) / 1000);
+    series.observeMs(performance.now() - started);
     if (waitedMs > 0) this.#waitForIndex.observe(waitedMs / 1000);
   }
 
