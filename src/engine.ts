@@ -6,7 +6,7 @@ import { Backoff } from './backoff.js';
 import { EvalBroker } from './broker/eval-broker.js';
 import { FAILED_QUEUE, type Evaluation } from './broker/evaluation.js';
 import type { BrokerStats } from './broker/eval-broker.js';
-import { InvalidStateError, PayloadTooLargeError, UnknownSchedulerError } from './errors.js';
+import { InvalidEvaluationError, InvalidStateError, PayloadTooLargeError, UnknownSchedulerError } from './errors.js';
 import { TypedEmitter } from './events.js';
 import { payloadBytes } from './payload-size.js';
 import { resolveEngineOptions, type EngineOptions, type ResolvedEngineOptions } from './options.js';
@@ -96,6 +96,11 @@ export class Engine {
       registry: o.registry,
       // A heartbeat written into the slot since the last look keeps a long scheduler from being redelivered.
       extendNackDeadline: (id, token) => this.#holders.get(id)?.consumeHeartbeat(token) ?? false,
+      validatePayload: (payload) => {
+        const bytes = payloadBytes(payload);
+        if (bytes === undefined) throw new InvalidEvaluationError('evaluation.payload', 'a structured-cloneable value', payload);
+        if (bytes > o.maxPayloadBytes) throw new PayloadTooLargeError(bytes, o.maxPayloadBytes);
+      },
     });
     // A delivery whose deadline fired has been redelivered: ask its thread to stop working on the old one.
     this.broker.events.on('broker:nack', ({ evaluation, token, timedOut }) => {
@@ -184,14 +189,11 @@ export class Engine {
     this.events.emit('engine:start', { threads: this.#pool.threadCount, workers: this.#workers.length });
   }
 
-  /** Validates and enqueues an evaluation (payload size checked against `maxPayloadBytes`). */
+  /**
+   * Validates and enqueues an evaluation (the same as `engine.broker.enqueue`: the payload must be
+   * structured-cloneable and at most `maxPayloadBytes` once serialized).
+   */
   enqueue(evaluation: Evaluation): void {
-    const payload = (evaluation as { payload?: unknown } | null)?.payload;
-    if (payload !== undefined) {
-      // Not cloneable: the broker's validation names that precisely.
-      const bytes = payloadBytes(payload);
-      if (bytes !== undefined && bytes > this.options.maxPayloadBytes) throw new PayloadTooLargeError(bytes, this.options.maxPayloadBytes);
-    }
     this.broker.enqueue(evaluation);
   }
 

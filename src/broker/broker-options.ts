@@ -26,6 +26,12 @@ export interface EvalBrokerOptions {
    * shared memory. It must not call back into the broker; a throw counts as false.
    */
   readonly extendNackDeadline?: (evaluationId: string, token: string) => boolean;
+  /**
+   * Checks an evaluation's payload at enqueue; throw a `TickpoolError` to reject the evaluation. Default: the
+   * payload must survive `structuredClone`. The engine checks cloneability and `maxPayloadBytes` with one
+   * serialization here, so that every enqueue — through the engine or its broker — is held to both.
+   */
+  readonly validatePayload?: (payload: unknown) => void;
 }
 
 export interface ResolvedEvalBrokerOptions {
@@ -38,6 +44,7 @@ export interface ResolvedEvalBrokerOptions {
   readonly registry: Registry;
   readonly random: () => number;
   readonly extendNackDeadline: ((evaluationId: string, token: string) => boolean) | undefined;
+  readonly validatePayload: ((payload: unknown) => void) | undefined;
 }
 
 /** The numeric defaults, in one place (the README's options table quotes these). */
@@ -88,7 +95,12 @@ export function resolveEvalBrokerOptions(options: unknown): ResolvedEvalBrokerOp
   if (extend !== undefined && typeof extend !== 'function') {
     throw new InvalidOptionError('broker.extendNackDeadline', 'a function (evaluationId, token) => boolean or undefined', extend);
   }
+  const validatePayload = o['validatePayload'];
+  if (validatePayload !== undefined && typeof validatePayload !== 'function') {
+    throw new InvalidOptionError('broker.validatePayload', 'a function (payload) => void or undefined', validatePayload);
+  }
   return {
+    validatePayload: validatePayload as ResolvedEvalBrokerOptions['validatePayload'],
     nackTimeoutMs,
     deliveryLimit,
     initialNackDelayMs,

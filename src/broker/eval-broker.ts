@@ -189,7 +189,7 @@ export class EvalBroker {
    */
   enqueue(evaluation: Evaluation): void {
     if (!this.#enabled) throw new BrokerDisabledError('enqueue');
-    assertEvaluation(evaluation);
+    assertEvaluation(evaluation, this.#options.validatePayload);
     if (this.#evals.has(evaluation.id)) return;
     const now = this.#clock.now();
     const entry = new Entry(evaluation, this.#seq++);

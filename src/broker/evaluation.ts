@@ -74,7 +74,7 @@ export function isStructuredCloneable(payload: unknown): boolean {
  * Throws an `InvalidEvaluationError` naming the first bad field, with what was expected and what was received.
  * The broker never copies or mutates an evaluation: it reads the fields it orders by once, at enqueue.
  */
-export function assertEvaluation(value: unknown): asserts value is Evaluation {
+export function assertEvaluation(value: unknown, validatePayload?: (payload: unknown) => void): asserts value is Evaluation {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw new InvalidEvaluationError('evaluation', 'an object', value);
   }
@@ -111,8 +111,10 @@ export function assertEvaluation(value: unknown): asserts value is Evaluation {
   if (wait !== undefined && (!Number.isFinite(wait) || (wait as number) < 0)) {
     throw new InvalidEvaluationError('evaluation.wait', 'a finite number of ms >= 0 or undefined', wait);
   }
-  if (!isStructuredCloneable(e['payload'])) {
-    throw new InvalidEvaluationError('evaluation.payload', 'a structured-cloneable value', e['payload']);
+  const payload = e['payload'];
+  if (validatePayload !== undefined && payload !== undefined) validatePayload(payload);
+  else if (!isStructuredCloneable(payload)) {
+    throw new InvalidEvaluationError('evaluation.payload', 'a structured-cloneable value', payload);
   }
 }
 
