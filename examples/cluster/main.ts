@@ -175,7 +175,11 @@ async function main(): Promise<void> {
     },
     placements: { allocsWritten: stats.placements, allocsStopped: stats.stops, noRoom: probe.unplaced() },
     plans: { ...(await stats.plans()), fitCheck: { ...fit.stats } },
-    latencyMs: { dispatch: summarize(stats.dispatch), endToEnd: summarize(stats.endToEnd) },
+    latencyMs: {
+      dispatch: summarize(stats.dispatch),
+      dispatchByType: Object.fromEntries([...stats.dispatchByType].sort().map(([type, h]) => [type, summarize(h)])),
+      endToEnd: summarize(stats.endToEnd),
+    },
     threads: {
       count: threads,
       schedulerUtilization: Number(probe.busyNs()) / 1e9 / (threads * elapsedS),

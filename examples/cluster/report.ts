@@ -62,7 +62,11 @@ export interface Report {
     readonly noRoom: number;
   };
   readonly plans: PlanCounts & { readonly fitCheck: FitCheckStats };
-  readonly latencyMs: { readonly dispatch: LatencySummary; readonly endToEnd: LatencySummary };
+  readonly latencyMs: {
+    readonly dispatch: LatencySummary;
+    readonly dispatchByType: Readonly<Record<string, LatencySummary>>;
+    readonly endToEnd: LatencySummary;
+  };
   readonly threads: {
     readonly count: number;
     /** Scheduler time / (threads × elapsed), measured by the schedulers themselves. */
@@ -131,6 +135,9 @@ export function formatReport(r: Report): string {
       `${int(e.superseded)} superseded, ${int(inBroker - b.failed)} left in the broker, ${int(e.lost)} lost (of ${int(e.enqueued)} enqueued)`,
     `               ${int(e.nacks)} nacks (${int(e.nackTimeouts)} by timeout)`,
     `  Dispatch     enqueue -> scheduler entry  p50 ${ms(r.latencyMs.dispatch.p50)}  p99 ${ms(r.latencyMs.dispatch.p99)}  max ${ms(r.latencyMs.dispatch.max)}`,
+    ...Object.entries(r.latencyMs.dispatchByType).map(
+      ([type, l]) => `               ${`${type} only`.padEnd(28)}p50 ${ms(l.p50)}  p99 ${ms(l.p99)}  max ${ms(l.max)}`,
+    ),
     `               enqueue -> ack              p50 ${ms(r.latencyMs.endToEnd.p50)}  p99 ${ms(r.latencyMs.endToEnd.p99)}  max ${ms(r.latencyMs.endToEnd.max)}`,
     `  Placements   ${int(r.placements.allocsWritten)} allocations written, ${int(r.placements.allocsStopped)} stopped, ` +
       `${int(r.placements.noRoom)} found no node with room`,

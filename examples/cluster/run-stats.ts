@@ -38,6 +38,8 @@ export class RunStats {
   readonly #probe: Probe;
   /** Enqueue → scheduler entry, ns. */
   readonly dispatch: RecordableHistogram = createHistogram();
+  /** Enqueue → scheduler entry per evaluation type, ns. */
+  readonly dispatchByType = new Map<string, RecordableHistogram>();
   /** Enqueue → ack, ns. */
   readonly endToEnd: RecordableHistogram = createHistogram();
   acked = 0;
@@ -59,7 +61,13 @@ export class RunStats {
       const ref = probeOf(evaluation);
       if (ref === undefined) return;
       const dispatched = probe.dispatchNs(ref);
-      if (dispatched !== undefined) this.dispatch.record(dispatched > 0n ? dispatched : 1n);
+      if (dispatched !== undefined) {
+        const ns = dispatched > 0n ? dispatched : 1n;
+        this.dispatch.record(ns);
+        let byType = this.dispatchByType.get(evaluation.type);
+        if (byType === undefined) this.dispatchByType.set(evaluation.type, (byType = createHistogram()));
+        byType.record(ns);
+      }
       const total = probe.sinceEnqueueNs(ref);
       if (total !== undefined) this.endToEnd.record(total > 0n ? total : 1n);
       probe.release(ref);

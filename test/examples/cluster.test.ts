@@ -62,6 +62,12 @@ test('the demo runs headless and its report holds: placements, nothing lost, cap
   assert.ok(report['plans'].submitted > 0, 'plans were submitted');
   assert.ok(report['latencyMs'].dispatch.count > 0, 'dispatch latency was measured');
   assert.ok(report['latencyMs'].dispatch.p50 <= report['latencyMs'].dispatch.p99);
+  const byType = report['latencyMs'].dispatchByType;
+  assert.equal(
+    Object.values<{ count: number }>(byType).reduce((n, l) => n + l.count, 0),
+    report['latencyMs'].dispatch.count,
+    'per-type dispatch latencies cover every measured evaluation',
+  );
 
   const c = report['capacity'];
   assert.equal(c.nodes, 100);

@@ -2,8 +2,8 @@
  * The generic scheduler behind `service.ts` and `batch.ts`, run on a pool thread (Nomad's generic scheduler,
  * much reduced):
  *
- * 1. reconcile: compare the job's allocations with what its latest version asks for — keep the current ones, stop
- *    the extra ones, place the missing or outdated ones;
+ * 1. reconcile: compare the job's allocations with what its latest version asks for — keep the current ones (and
+ *    finished batch ones, until the `gc` task collects them), stop the extra ones, place the missing or outdated ones;
  * 2. rank: for each placement, check every node for feasibility (datacenter, constraints, free capacity) and score
  *    every feasible one — BestFit v3 bin packing plus the strategy's preferences. This is the CPU-heavy part;
  * 3. pick one of the best few nodes and return a plan: the allocation writes, and one write per touched node with
@@ -65,7 +65,9 @@ export function schedule(evaluation: ClusterEvaluation, ctx: WorkContext, strate
     const key = allocKey(job.id, i);
     const current = snapshot.get<AllocRecord>(Table.ALLOCS, key);
     const alloc = current?.value;
-    if (alloc !== undefined && alloc.jobVersion === job.version && i < job.count) {
+    // Keep a current allocation, and a finished batch one: it ran, and the `gc` task collects it.
+    const keep = alloc !== undefined && (alloc.jobVersion === job.version || (alloc.finishAt !== undefined && alloc.finishAt <= now));
+    if (keep && i < job.count) {
       jobOnNode.set(alloc.nodeId, (jobOnNode.get(alloc.nodeId) ?? 0) + 1);
       continue;
     }
