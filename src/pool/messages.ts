@@ -4,9 +4,11 @@
  *
  * One `work` message carries the change sets a thread has not seen yet followed by new items. A port delivers
  * messages in order, so a thread always applies every commit that preceded an item before it runs that item.
+ * Items and outcomes travel in the compact form of `wire.ts`; `WorkItem` and `ItemOutcome` are their decoded shape.
  */
 import type { WireError } from '../errors.js';
 import type { ChangeSet } from '../state/types.js';
+import type { ResultBatch, WorkBatch } from './wire.js';
 
 /** A module reference resolved on main: an absolute `file:` URL and the export to call. */
 export interface ModuleRef {
@@ -68,7 +70,7 @@ export interface ThreadInit {
 }
 
 export type MainToThread =
-  | { readonly type: 'work'; readonly changes: readonly ChangeSet[]; readonly items: readonly WorkItem[] }
+  | { readonly type: 'work'; readonly changes: readonly ChangeSet[]; readonly batch: WorkBatch }
   | { readonly type: 'reset'; readonly full: ChangeSet }
   | { readonly type: 'stop' };
 
@@ -81,7 +83,7 @@ export type ItemOutcome =
 
 export type ThreadToMain =
   | { readonly type: 'ready'; readonly threadIndex: number }
-  | { readonly type: 'results'; readonly results: readonly ItemOutcome[] }
+  | { readonly type: 'results'; readonly batch: ResultBatch }
   /** The replica saw a gap in the change stream and needs a full state. */
   | { readonly type: 'resync'; readonly appliedIndex: number };
 

@@ -17,7 +17,7 @@
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import type { Clock, TimerHandle } from '../clock.js';
-import { ResourceLimitError, ThreadExitedError, TickpoolError, fromWire, toWire } from '../errors.js';
+import { ResourceLimitError, ThreadExitedError, TickpoolError, fromWire, toWire, type WireError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import { SlotState } from '../slots/slot-layout.js';
 import type { SlotTable } from '../slots/slot-table.js';
@@ -26,6 +26,7 @@ import type { ChangeSet } from '../state/types.js';
 import type { EvalItem, ItemOutcome, MainToThread, ModuleRef, RunItem, ThreadInit, ThreadToMain, WorkItem } from './messages.js';
 import { assertNever } from './messages.js';
 import { ThreadBoard } from './thread-board.js';
+import { encodeItems, forEachResult } from './wire.js';
 
 export type Outcome =
   | { readonly status: 'ok'; readonly value: unknown; readonly waitedMs: number }
@@ -296,20 +297,23 @@ export class ThreadPool {
         this.#notifyReady();
         this.#flush();
         return;
-      case 'results':
-        for (const result of message.results) {
-          const pending = channel.inflight.get(result.seq);
-          if (pending === undefined) continue;
-          channel.inflight.delete(result.seq);
-          this.#settle(pending, this.#toOutcome(result));
-        }
+      case 'results': {
+        let count = 0;
+        forEachResult(message.batch, (seq, status, extra, number) => {
+          count++;
+          const pending = channel.inflight.get(seq);
+          if (pending === undefined) return;
+          channel.inflight.delete(seq);
+          this.#settle(pending, toOutcome(status, extra, number));
+        });
         if (channel.inflight.size === 0) this.#armIdle(channel);
         if (this.#queueHead < this.#queue.length) this.#flush();
-        if (message.results.length > 1) {
+        if (count > 1) {
           this.#coalescing = true;
           this.#scheduleFlush();
         }
         return;
+      }
       case 'resync': {
         const full = this.#options.state.full();
         channel.changes = [];
@@ -318,19 +322,6 @@ export class ThreadPool {
       }
       default:
         assertNever(message);
-    }
-  }
-
-  #toOutcome(result: ItemOutcome): Outcome {
-    switch (result.status) {
-      case 'ok':
-        return { status: 'ok', value: result.value, waitedMs: result.waitedMs };
-      case 'canceled':
-        return { status: 'canceled' };
-      case 'error':
-        return { status: 'error', error: fromWire(result.error), retryable: result.retryable };
-      default:
-        return assertNever(result);
     }
   }
 
@@ -418,19 +409,18 @@ export class ThreadPool {
       this.#options.clock.clearTimer(channel.idleTimer);
       channel.idleTimer = undefined;
     }
-    const items = batch.map((p) => p.item);
     for (const p of batch) channel.inflight.set(p.item.seq, p);
     const changes = channel.changes;
     channel.changes = [];
     try {
-      channel.port.postMessage({ type: 'work', changes, items } satisfies MainToThread);
+      channel.port.postMessage({ type: 'work', changes, batch: encodeItems(batch.map((p) => p.item)) } satisfies MainToThread);
     } catch (error) {
       // Something in the batch cannot be cloned; send the commits alone, then each item alone, failing only the
       // items that cannot cross.
-      channel.port.postMessage({ type: 'work', changes, items: [] } satisfies MainToThread);
+      channel.port.postMessage({ type: 'work', changes, batch: encodeItems([]) } satisfies MainToThread);
       for (const p of batch) {
         try {
-          channel.port.postMessage({ type: 'work', changes: [], items: [p.item] } satisfies MainToThread);
+          channel.port.postMessage({ type: 'work', changes: [], batch: encodeItems([p.item]) } satisfies MainToThread);
         } catch (cloneError) {
           channel.inflight.delete(p.item.seq);
           this.#settle(p, {
@@ -498,5 +488,16 @@ export class ThreadPool {
     const waiters = this.#readyWaiters;
     this.#readyWaiters = [];
     for (const w of waiters) w();
+  }
+}
+
+function toOutcome(status: ItemOutcome['status'], extra: unknown, number: number): Outcome {
+  switch (status) {
+    case 'ok':
+      return { status: 'ok', value: extra, waitedMs: number };
+    case 'canceled':
+      return { status: 'canceled' };
+    case 'error':
+      return { status: 'error', error: fromWire(extra as WireError), retryable: number === 1 };
   }
 }

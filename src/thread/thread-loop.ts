@@ -17,6 +17,7 @@ import { SlotTable } from '../slots/slot-table.js';
 import { Replica } from '../state/replica.js';
 import type { ChangeSet } from '../state/types.js';
 import { ThreadBoard } from '../pool/thread-board.js';
+import { decodeItems, encodeResults } from '../pool/wire.js';
 import { ThreadWorkContext, type ThreadServices } from './context.js';
 import { IndexWaiter } from './index-waiter.js';
 import { ModuleTable, type UserFunction } from './modules.js';
@@ -77,8 +78,8 @@ export class ThreadLoop {
     switch (message.type) {
       case 'work':
         for (const change of message.changes) this.#applyChange(change);
-        if (message.items.length > 0) {
-          for (const item of message.items) this.#queue.push(item);
+        if (message.batch.bodies.length > 0) {
+          decodeItems(message.batch, this.#queue);
           if (!this.#draining) {
             this.#draining = true;
             void this.#drain();
@@ -181,16 +182,16 @@ export class ThreadLoop {
     this.#outbox = [];
     this.#lastFlush = performance.now();
     try {
-      this.#port.postMessage({ type: 'results', results } satisfies ThreadToMain);
+      this.#port.postMessage({ type: 'results', batch: encodeResults(results) } satisfies ThreadToMain);
     } catch {
       // Some result could not be cloned (a scheduler returned a function, say): send them one by one and turn
       // each one that fails into an error, so one bad value never costs the others their results.
       for (const result of results) {
         try {
-          this.#port.postMessage({ type: 'results', results: [result] } satisfies ThreadToMain);
+          this.#port.postMessage({ type: 'results', batch: encodeResults([result]) } satisfies ThreadToMain);
         } catch (error) {
           const failure: ItemOutcome = { seq: result.seq, status: 'error', error: toWire(error), retryable: false };
-          this.#port.postMessage({ type: 'results', results: [failure] } satisfies ThreadToMain);
+          this.#port.postMessage({ type: 'results', batch: encodeResults([failure]) } satisfies ThreadToMain);
         }
       }
     }
