@@ -23,6 +23,8 @@ import { RunStats } from './run-stats.js';
 import { StatusLine } from './status-line.js';
 
 const PROGRESS_MS = 250;
+/** Without a terminal, a plain progress line every this many updates (5 s). */
+const PLAIN_PROGRESS_EVERY = 20;
 /** How long evaluations in hand may take to finish when the run ends. */
 const STOP_GRACE_MS = 2_000;
 /** A task run that starts more than this after its due time counts as late. */
@@ -109,28 +111,32 @@ async function main(): Promise<void> {
   cron.start();
   let refreshes = 0;
   let conflicts = 0;
+  let ticks = 0;
   const progress = setInterval(() => {
     stats.reapSuperseded();
-    if (!line.live) return;
-    const b = engine.broker.stats();
-    line.set(
-      formatProgress({
-        elapsedS: (performance.now() - started) / 1000,
-        durationS: cli.durationS,
-        done: stats.acked + stats.failed,
-        placements: stats.placements,
-        refreshes,
-        conflicts,
-        backlog: b.totalReady + b.totalPending + b.totalWaiting,
-        runsOnTime: cron.onTime,
-        runsStarted: cron.runsStarted,
-      }),
-    );
-    // The counters live in the Prometheus registry, read asynchronously: the line shows the last reading.
+    ticks++;
+    // On a terminal the line is redrawn in place; piped, a plain line every few seconds; headless, nothing.
+    if (cli.headless) return;
+    // The counters live in the Prometheus registry, read asynchronously: a line shows the latest reading.
     void stats.plans().then((p) => {
       refreshes = p.refreshes;
       conflicts = Object.values(p.rejectedWrites).reduce((s, n) => s + n, 0);
     });
+    if (!line.live && ticks % PLAIN_PROGRESS_EVERY !== 0) return;
+    const b = engine.broker.stats();
+    const text = formatProgress({
+      elapsedS: (performance.now() - started) / 1000,
+      durationS: cli.durationS,
+      done: stats.acked + stats.failed,
+      placements: stats.placements,
+      refreshes,
+      conflicts,
+      backlog: b.totalReady + b.totalPending + b.totalWaiting,
+      runsOnTime: cron.onTime,
+      runsStarted: cron.runsStarted,
+    });
+    if (line.live) line.set(text);
+    else process.stderr.write(`${text}\n`);
   }, PROGRESS_MS);
 
   await runFor(cli.durationS * 1000);
