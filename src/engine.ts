@@ -74,6 +74,7 @@ export class Engine {
   readonly #holders = new Map<string, SchedulingWorker>();
   #state: EngineStateValue = EngineState.CREATED;
   #stopping: Promise<void> | undefined;
+  #startedAt: number | undefined;
 
   constructor(options: EngineOptions = {}) {
     const o = resolveEngineOptions(options);
@@ -183,6 +184,7 @@ export class Engine {
     }
     this.#state = EngineState.STARTING;
     await this.#pool.start();
+    this.#startedAt = performance.now();
     for (const worker of this.#workers) void worker.start();
     this.tasks.start();
     this.#state = EngineState.RUNNING;
@@ -239,9 +241,16 @@ export class Engine {
     }
   }
 
-  /** Pool utilization in [0, 1] as Piscina measures it. */
+  /**
+   * Share of thread time spent running schedulers and task handlers since `start()`, in [0, 1]: the busy time the
+   * threads publish in shared memory over elapsed time × live threads. (Piscina's own `utilization` only counts
+   * finished Piscina tasks, and each thread here runs one long-lived loop task, so it stays at 0.)
+   */
   utilization(): number {
-    return this.#pool.piscina.utilization;
+    if (this.#startedAt === undefined) return 0;
+    const elapsed = performance.now() - this.#startedAt;
+    const threads = Math.max(1, this.#pool.threadCount);
+    return elapsed > 0 ? Math.min(1, this.#pool.busyMs() / (elapsed * threads)) : 0;
   }
 
   /**

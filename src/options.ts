@@ -31,7 +31,7 @@ export interface EngineOptions {
   /** Backoff of workers after dequeue errors, and of task retries. */
   readonly backoff?: BackoffOptions;
   /** Options of the evaluation broker (`clock`, `logger`, `registry` come from the engine). */
-  readonly broker?: Omit<EvalBrokerOptions, 'clock' | 'logger' | 'registry' | 'extendNackDeadline'>;
+  readonly broker?: Omit<EvalBrokerOptions, 'clock' | 'logger' | 'registry' | 'extendNackDeadline' | 'validatePayload'>;
   /** How long one dequeue waits before the worker checks for shutdown, ms. */
   readonly dequeueTimeoutMs?: number;
   /** How long a thread waits for its replica to reach an evaluation's index before the evaluation is nacked, ms. */
@@ -52,7 +52,7 @@ export interface EngineOptions {
   readonly tickMs?: number;
   /** Piscina `resourceLimits` for every pool thread. */
   readonly resourceLimits?: ResourceLimits;
-  /** Largest evaluation payload accepted by `engine.enqueue`, bytes (of its JSON form). */
+  /** Largest evaluation payload accepted at enqueue, bytes of its structured-clone serialization. */
   readonly maxPayloadBytes?: number;
   readonly logger?: Logger;
   readonly registry?: Registry;

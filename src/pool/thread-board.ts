@@ -1,24 +1,32 @@
 /**
- * Per-thread words in shared memory, laid out in one place (imported by main and pool threads):
- * - `APPLIED_INDEX`: the index the thread's replica has applied (the thread writes, main reads).
- * - `SPARE`: padding (one 16-byte row per thread).
+ * Shared words between main and the pool threads, laid out in one place (imported by both sides). One 16-byte row
+ * per thread, after one header row:
+ * - header `COMMITTED_INDEX`: the state store's index, published by main on every commit. A thread compares it
+ *   with its replica between items and pulls the pending change sets when it is behind, so the items of one batch
+ *   see each other's commits instead of all planning against the state the batch was sent with.
+ * - per thread `APPLIED_INDEX` (Int32): the index the thread's replica has applied (thread writes, main reads).
+ * - per thread `BUSY_MS` (Float64): milliseconds spent running items, for utilization. A statistic with a single
+ *   writer: a plain store is enough.
  *
  * A doorbell for parking idle threads in `Atomics.wait` (Piscina's sync mode) was measured here and dropped: it did
  * not lower the idle dispatch latency (the thread's wake-up was never the slow part) and the `Atomics.notify` on
  * every send under load cost a third of the throughput.
  */
-const Field = Object.freeze({ APPLIED_INDEX: 0, SPARE: 1 });
-const INT32S_PER_THREAD = 2;
+const ROW_BYTES = 16;
+const HEADER = Object.freeze({ COMMITTED_INDEX: 0 });
+const ROW = Object.freeze({ APPLIED_INDEX_INT32: 0, BUSY_MS_FLOAT64: 1 });
 
 export class ThreadBoard {
-  readonly #words: Int32Array;
+  readonly #int32: Int32Array;
+  readonly #float64: Float64Array;
 
   private constructor(buffer: SharedArrayBuffer) {
-    this.#words = new Int32Array(buffer);
+    this.#int32 = new Int32Array(buffer);
+    this.#float64 = new Float64Array(buffer);
   }
 
   static create(threads: number): ThreadBoard {
-    return new ThreadBoard(new SharedArrayBuffer(threads * INT32S_PER_THREAD * Int32Array.BYTES_PER_ELEMENT));
+    return new ThreadBoard(new SharedArrayBuffer((threads + 1) * ROW_BYTES));
   }
 
   static attach(buffer: SharedArrayBuffer): ThreadBoard {
@@ -26,14 +34,30 @@ export class ThreadBoard {
   }
 
   get buffer(): SharedArrayBuffer {
-    return this.#words.buffer as SharedArrayBuffer;
+    return this.#int32.buffer as SharedArrayBuffer;
+  }
+
+  publishCommittedIndex(index: number): void {
+    Atomics.store(this.#int32, HEADER.COMMITTED_INDEX, index);
+  }
+
+  committedIndex(): number {
+    return Atomics.load(this.#int32, HEADER.COMMITTED_INDEX);
   }
 
   appliedIndex(thread: number): number {
-    return Atomics.load(this.#words, thread * INT32S_PER_THREAD + Field.APPLIED_INDEX);
+    return Atomics.load(this.#int32, ((thread + 1) * ROW_BYTES) / 4 + ROW.APPLIED_INDEX_INT32);
   }
 
   publishAppliedIndex(thread: number, index: number): void {
-    Atomics.store(this.#words, thread * INT32S_PER_THREAD + Field.APPLIED_INDEX, index);
+    Atomics.store(this.#int32, ((thread + 1) * ROW_BYTES) / 4 + ROW.APPLIED_INDEX_INT32, index);
+  }
+
+  addBusy(thread: number, ms: number): void {
+    this.#float64[((thread + 1) * ROW_BYTES) / 8 + ROW.BUSY_MS_FLOAT64]! += ms;
+  }
+
+  busyMs(thread: number): number {
+    return this.#float64[((thread + 1) * ROW_BYTES) / 8 + ROW.BUSY_MS_FLOAT64]!;
   }
 }

@@ -127,6 +127,7 @@ export class ThreadPool {
   constructor(options: ThreadPoolOptions) {
     this.#options = options;
     this.#board = ThreadBoard.create(options.maxThreads);
+    this.#board.publishCommittedIndex(options.state.index);
     this.#piscina = new Piscina({
       filename: new URL('../thread/entry.js', import.meta.url).href,
       minThreads: options.minThreads,
@@ -198,6 +199,13 @@ export class ThreadPool {
       channel.abort.abort();
     }, cancelGraceMs, { unref: true });
     return true;
+  }
+
+  /** Milliseconds every thread has spent running items, since the pool started (read from shared memory). */
+  busyMs(): number {
+    let sum = 0;
+    for (let i = 0; i < this.#options.maxThreads; i++) sum += this.#board.busyMs(i);
+    return sum;
   }
 
   /** Replica index each thread has applied (read from shared memory). */
@@ -459,6 +467,7 @@ export class ThreadPool {
   }
 
   #onCommit(change: ChangeSet): void {
+    this.#board.publishCommittedIndex(change.index);
     let any = false;
     for (const channel of this.#channels) {
       if (channel === undefined || channel.dead) continue;

@@ -140,6 +140,10 @@ export class ThreadLoop {
   async #runItem(item: WorkItem): Promise<ItemOutcome> {
     const { slot, generation, seq } = item;
     if (!this.#slots.start(slot, generation, this.#init.threadIndex + 1)) return { seq, status: 'canceled' };
+    // Commits made while this batch ran (plans of the items before this one) are waiting on the port: apply them,
+    // so this item plans against them instead of conflicting with them.
+    if (item.kind === 'eval' && this.#board.committedIndex() > this.#replica.appliedIndex) this.#pullPending();
+    const started = performance.now();
     const ctx = new ThreadWorkContext(this.#services, item);
     try {
       let fn: UserFunction;
@@ -167,6 +171,7 @@ export class ThreadLoop {
       return { seq, status: 'error', error: toWire(error), retryable: isRetryable(error) };
     } finally {
       ctx.close();
+      this.#board.addBusy(this.#init.threadIndex, performance.now() - started);
     }
   }
 

@@ -293,7 +293,8 @@ export class SchedulingWorker {
   }
 
   #fail(evaluation: Evaluation, token: string, reason: Error): void {
-    this.#deps.logger.warn({ evalId: evaluation.id, err: reason }, 'evaluation failed');
+    // The broker logs the move to `_failed` with the reason at warn; once is enough.
+    this.#deps.logger.debug({ evalId: evaluation.id, err: reason }, 'failing evaluation');
     try {
       this.#deps.broker.fail(evaluation.id, token, reason);
     } catch (error) {

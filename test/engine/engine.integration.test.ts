@@ -50,6 +50,8 @@ test('evaluations are scheduled on threads and acked', async () => {
   assert.equal(new Set(ids).size, 200);
   const stats = engine.broker.stats();
   assert.equal(stats.totalReady + stats.totalUnacked + stats.totalPending, 0);
+  const utilization = engine.utilization();
+  assert.ok(utilization > 0 && utilization <= 1, `utilization ${utilization} counts the threads' busy time`);
   await engine.stop();
   assert.equal(engine.stats().pool.threads, 0);
 });
