@@ -71,7 +71,7 @@ export interface Report {
     readonly count: number;
     /** Scheduler time / (threads × elapsed), measured by the schedulers themselves. */
     readonly schedulerUtilization: number;
-    /** `engine.utilization()`: Piscina's own figure. */
+    /** `engine.utilization()`: the busy time threads publish, over elapsed time × threads. */
     readonly engineUtilization: number;
   };
   readonly capacity: CapacityAudit;
