@@ -34,7 +34,8 @@ async function newEngine(threads: number, options: { workers?: number | undefine
   return engine;
 }
 
-function whenAcked(engine: Engine, count: number): Promise<void> {
+/** Resolves once `count` evaluations have been acked. */
+export function whenAcked(engine: Engine, count: number): Promise<void> {
   let seen = 0;
   return new Promise((resolve) => {
     const off = engine.broker.events.on('broker:ack', () => {
@@ -169,51 +170,83 @@ export async function piscinaCancelLatency(threads: number, samples: number): Pr
   }
 }
 
-export async function runEngineBench(options: EngineBenchOptions = {}): Promise<BenchResult[]> {
-  const threads = options.threads ?? 2;
-  const count = options.quick === true ? 30_000 : 200_000;
-  const samples = options.quick === true ? 300 : 2000;
-  const cancels = options.quick === true ? 20 : 100;
-  const results: BenchResult[] = [];
-
+/** Engine vs raw Piscina throughput, same thread count, same run. */
+export async function compareThroughput(threads: number, count: number, options: { workers?: number | undefined; batchSize?: number | undefined } = {}): Promise<BenchResult> {
   const raw = await piscinaThroughput(threads, count);
-  const engine = await engineThroughput(threads, count, { workers: options.workers, batchSize: options.batchSize });
-  results.push({
+  globalThis.gc?.();
+  const engine = await engineThroughput(threads, count, options);
+  return {
     scope: 'engine',
+    id: 'engine.throughput',
     name: 'throughput: no-op evaluations (enqueue → scheduler → ack)',
     ratio: round(engine.opsPerSec / raw.opsPerSec),
     baseline: 'raw piscina.run()',
     opsPerSec: round(engine.opsPerSec, 0),
     baselineOpsPerSec: round(raw.opsPerSec, 0),
     threads,
-  });
+    unit: 'evaluations/s',
+    notes: `${count.toLocaleString('en-US')} submitted at once, after 2,000 warm-up`,
+  };
+}
 
-  const rawLatency = (await piscinaIdleLatency(threads, samples)).summary();
-  const engineLatency = (await engineIdleLatency(threads, samples)).summary();
-  results.push({
+export interface LatencyComparison {
+  readonly result: BenchResult;
+  readonly engine: Latency;
+  readonly raw: Latency;
+}
+
+/** Idle dispatch latency (enqueue → scheduler entry) vs Piscina's one-way time, same run. */
+export async function compareIdleLatency(threads: number, samples: number): Promise<LatencyComparison> {
+  const raw = await piscinaIdleLatency(threads, samples);
+  globalThis.gc?.();
+  const engine = await engineIdleLatency(threads, samples);
+  const r = raw.summary();
+  const e = engine.summary();
+  const result: BenchResult = {
     scope: 'engine',
+    id: 'engine.idle-latency',
     name: 'idle dispatch latency (enqueue → scheduler entry)',
-    ratio: round(rawLatency.p50Us / engineLatency.p50Us),
+    ratio: round(r.p50Us / e.p50Us),
     baseline: 'piscina one-way p50 (>1 = engine faster)',
-    ...engineLatency,
-    baselineP50Us: rawLatency.p50Us,
-    baselineP99Us: rawLatency.p99Us,
+    ...e,
+    baselineP50Us: r.p50Us,
+    baselineP99Us: r.p99Us,
     threads,
-  });
+    notes: `${samples} samples, one at a time`,
+  };
+  return { result, engine, raw };
+}
 
-  const rawCancel = (await piscinaCancelLatency(threads, cancels)).summary();
-  const engineCancel = (await engineCancelLatency(threads, cancels)).summary();
-  results.push({
+/** Cancel latency of a CPU-bound run vs Piscina's abort, same run. */
+export async function compareCancelLatency(threads: number, samples: number): Promise<LatencyComparison> {
+  const raw = await piscinaCancelLatency(threads, samples);
+  globalThis.gc?.();
+  const engine = await engineCancelLatency(threads, samples);
+  const r = raw.summary();
+  const e = engine.summary();
+  const result: BenchResult = {
     scope: 'engine',
+    id: 'engine.cancel-latency',
     name: 'cancel latency of a CPU-bound run',
-    ratio: round(rawCancel.p50Us / engineCancel.p50Us),
+    ratio: round(r.p50Us / e.p50Us),
     baseline: 'piscina abort p50 (>1 = engine faster)',
-    ...engineCancel,
-    baselineP50Us: rawCancel.p50Us,
-    baselineP99Us: rawCancel.p99Us,
+    ...e,
+    baselineP50Us: r.p50Us,
+    baselineP99Us: r.p99Us,
     threads,
-  });
-  return results;
+    notes: `${samples} samples: engine.cancel() → the spinning scheduler sees it, vs abort() → run() rejects`,
+  };
+  return { result, engine, raw };
+}
+
+export async function runEngineBench(options: EngineBenchOptions = {}): Promise<BenchResult[]> {
+  const threads = options.threads ?? 2;
+  const quick = options.quick === true;
+  return [
+    await compareThroughput(threads, quick ? 30_000 : 200_000, { workers: options.workers, batchSize: options.batchSize }),
+    (await compareIdleLatency(threads, quick ? 300 : 2000)).result,
+    (await compareCancelLatency(threads, quick ? 30 : 100)).result,
+  ];
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {

@@ -16,7 +16,7 @@ import { availableParallelism, cpus, totalmem } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { runBrokerBench } from './broker.bench.js';
-import { engineCancelLatency, engineIdleLatency, engineThroughput, piscinaCancelLatency, piscinaIdleLatency, piscinaThroughput } from './engine.bench.js';
+import { compareCancelLatency, compareIdleLatency, compareThroughput } from './engine.bench.js';
 import { bestOf, checkFloors, describeFailures, formatValue, type FloorCheck } from './floors.js';
 import { parseArgs, USAGE, UsageError, type RunOptions, type Scope } from './lib/cli.js';
 import { round } from './lib/latency.js';
@@ -74,26 +74,7 @@ function units(o: RunOptions): Unit[] {
     scope: 'engine',
     title: `engine throughput (${plural(threads, 'thread')})`,
     async run() {
-      const count = quick ? 30_000 : 200_000;
-      const raw = await piscinaThroughput(threads, count);
-      gc();
-      const engine = await engineThroughput(threads, count);
-      return {
-        results: [
-          {
-            scope: 'engine',
-            id: 'engine.throughput',
-            name: 'throughput: no-op evaluations (enqueue → scheduler → ack)',
-            ratio: round(engine.opsPerSec / raw.opsPerSec),
-            baseline: 'raw piscina.run()',
-            opsPerSec: round(engine.opsPerSec, 0),
-            baselineOpsPerSec: round(raw.opsPerSec, 0),
-            threads,
-            unit: 'evaluations/s',
-            notes: `${count.toLocaleString('en-US')} submitted at once, after 2,000 warm-up`,
-          },
-        ],
-      };
+      return { results: [await compareThroughput(threads, quick ? 30_000 : 200_000)] };
     },
   });
 
@@ -102,27 +83,9 @@ function units(o: RunOptions): Unit[] {
     scope: 'engine',
     title: `engine idle dispatch latency (${plural(threads, 'thread')})`,
     async run() {
-      const samples = quick ? 300 : 2000;
-      const raw = await piscinaIdleLatency(threads, samples);
-      gc();
-      const engine = await engineIdleLatency(threads, samples);
-      const r = raw.summary();
-      const e = engine.summary();
+      const { result, engine, raw } = await compareIdleLatency(threads, quick ? 300 : 2000);
       return {
-        results: [
-          {
-            scope: 'engine',
-            id: 'engine.idle-latency',
-            name: 'idle dispatch latency (enqueue → scheduler entry)',
-            ratio: round(r.p50Us / e.p50Us),
-            baseline: 'piscina one-way p50 (>1 = engine faster)',
-            ...e,
-            baselineP50Us: r.p50Us,
-            baselineP99Us: r.p99Us,
-            threads,
-            notes: `${samples} samples, one at a time`,
-          },
-        ],
+        results: [result],
         latency: [
           {
             id: 'engine-idle-latency',
@@ -140,27 +103,9 @@ function units(o: RunOptions): Unit[] {
     scope: 'engine',
     title: `engine cancel latency (${plural(threads, 'thread')})`,
     async run() {
-      const samples = quick ? 30 : 100;
-      const raw = await piscinaCancelLatency(threads, samples);
-      gc();
-      const engine = await engineCancelLatency(threads, samples);
-      const r = raw.summary();
-      const e = engine.summary();
+      const { result, engine, raw } = await compareCancelLatency(threads, quick ? 30 : 100);
       return {
-        results: [
-          {
-            scope: 'engine',
-            id: 'engine.cancel-latency',
-            name: 'cancel latency of a CPU-bound run',
-            ratio: round(r.p50Us / e.p50Us),
-            baseline: 'piscina abort p50 (>1 = engine faster)',
-            ...e,
-            baselineP50Us: r.p50Us,
-            baselineP99Us: r.p99Us,
-            threads,
-            notes: `${samples} samples: engine.cancel() → the spinning scheduler sees it, vs abort() → run() rejects`,
-          },
-        ],
+        results: [result],
         latency: [
           {
             id: 'engine-cancel-latency',

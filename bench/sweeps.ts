@@ -26,7 +26,7 @@ import { pino } from 'pino';
 import type { BackoffOptions } from '../src/backoff.js';
 import { createEngine, type Engine } from '../src/engine.js';
 import { Piscina } from 'piscina';
-import { engineIdleLatency, engineThroughput, piscinaIdleLatency, piscinaThroughput } from './engine.bench.js';
+import { engineIdleLatency, engineThroughput, piscinaIdleLatency, piscinaThroughput, whenAcked } from './engine.bench.js';
 import type { FlakyPayload } from './fixtures/flaky-scheduler.js';
 import { Latency, nowUs, round } from './lib/latency.js';
 import { distributionOf, type Distribution } from './lib/quantiles.js';
@@ -56,17 +56,6 @@ export interface ThreadSweepPoint {
   readonly distributions: { readonly loadedEngine: Distribution; readonly loadedPiscina: Distribution };
 }
 
-function whenAcked(engine: Engine, count: number): Promise<void> {
-  let seen = 0;
-  return new Promise((resolve) => {
-    const off = engine.broker.events.on('broker:ack', () => {
-      if (++seen === count) {
-        off();
-        resolve();
-      }
-    });
-  });
-}
 
 /**
  * Sends `count` submissions at `rate` per second in 1 ms bursts (a timer per millisecond submits everything due by
