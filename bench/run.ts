@@ -19,7 +19,6 @@ import { runBrokerBench } from './broker.bench.js';
 import { compareCancelLatency, compareIdleLatency, compareThroughput } from './engine.bench.js';
 import { bestOf, checkFloors, describeFailures, formatValue, type FloorCheck } from './floors.js';
 import { parseArgs, USAGE, UsageError, type RunOptions, type Scope } from './lib/cli.js';
-import { round } from './lib/latency.js';
 import { fromBroker, fromSchedule, fromState, fromTasks } from './lib/normalise.js';
 import { distributionOf, type LatencyChart } from './lib/quantiles.js';
 import { printTable } from './lib/table.js';

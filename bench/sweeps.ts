@@ -24,7 +24,7 @@
  */
 import { pino } from 'pino';
 import type { BackoffOptions } from '../src/backoff.js';
-import { createEngine, type Engine } from '../src/engine.js';
+import { createEngine } from '../src/engine.js';
 import { Piscina } from 'piscina';
 import { engineIdleLatency, engineThroughput, piscinaIdleLatency, piscinaThroughput, whenAcked } from './engine.bench.js';
 import type { FlakyPayload } from './fixtures/flaky-scheduler.js';

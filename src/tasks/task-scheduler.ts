@@ -22,7 +22,7 @@ import { isPromiseLike, settle, type MaybePromise } from './maybe-promise.js';
 import type { TaskSchedulerEvents } from './scheduler-events.js';
 import { SchedulerMetrics, type SchedulerOperation } from './scheduler-metrics.js';
 import { resolveTaskSchedulerOptions, type ResolvedTaskSchedulerOptions, type TaskSchedulerOptions } from './scheduler-options.js';
-import { scheduleOf, taskDefaults, validateTask, validateTaskMeta, type Task } from './task.js';
+import { scheduleOf, taskDefaults, validateTask, validateTaskMeta } from './task.js';
 import {
   RunStatus,
   type FinalRunStatus,
