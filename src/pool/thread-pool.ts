@@ -500,10 +500,13 @@ export class ThreadPool {
   }
 }
 
+/** The common outcome (a scheduler that returned nothing without waiting), shared instead of allocated per item. */
+const OK_EMPTY: Outcome = Object.freeze({ status: 'ok', value: undefined, waitedMs: 0 });
+
 function toOutcome(status: ItemOutcome['status'], extra: unknown, number: number): Outcome {
   switch (status) {
     case 'ok':
-      return { status: 'ok', value: extra, waitedMs: number };
+      return extra === undefined && number === 0 ? OK_EMPTY : { status: 'ok', value: extra, waitedMs: number };
     case 'canceled':
       return { status: 'canceled' };
     case 'error':

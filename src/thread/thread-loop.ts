@@ -39,6 +39,8 @@ export class ThreadLoop {
   #draining = false;
   #outbox: ItemOutcome[] = [];
   #lastFlush = 0;
+  /** When the last item ended (one clock read per item serves busy time and the flush timer). */
+  #lastItemEnd = 0;
   #awaitingReset = false;
   #stopped: (() => void) | undefined;
   readonly #services: ThreadServices;
@@ -127,7 +129,7 @@ export class ThreadLoop {
         // Before answering, take what main has sent meanwhile: answering one item per message would lock main
         // and thread into a one-item ping-pong, paying a message per item on both sides.
         if (this.#head >= this.#queue.length) this.#pullPending();
-        if (this.#head >= this.#queue.length || performance.now() - this.#lastFlush >= FLUSH_AFTER_MS) this.#flush();
+        if (this.#head >= this.#queue.length || this.#lastItemEnd - this.#lastFlush >= FLUSH_AFTER_MS) this.#flush();
       }
     } finally {
       this.#queue = [];
@@ -171,7 +173,8 @@ export class ThreadLoop {
       return { seq, status: 'error', error: toWire(error), retryable: isRetryable(error) };
     } finally {
       ctx.close();
-      this.#board.addBusy(this.#init.threadIndex, performance.now() - started);
+      this.#lastItemEnd = performance.now();
+      this.#board.addBusy(this.#init.threadIndex, this.#lastItemEnd - started);
     }
   }
 
