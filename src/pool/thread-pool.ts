@@ -12,7 +12,9 @@
  * behind the state an item was dispatched against.
  *
  * Accounting: every dispatched item settles exactly once — with the thread's outcome, or with `lost` when its
- * thread died or was terminated (crash, resource limit, or a canceled item that ignored cancel past the grace).
+ * thread died or was terminated (crash, resource limit, or a canceled item that ignored cancel past the grace)
+ * after it had started the item. Items the dead thread had not started yet never ran: they are dispatched again,
+ * so work queued behind a crashing or runaway item is neither failed with that item's reason nor redelivered.
  */
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
@@ -68,7 +70,10 @@ export interface ThreadPoolOptions {
 export interface ThreadExit {
   readonly threadIndex: number;
   readonly reason: TickpoolError;
+  /** Items the thread held when it ended. */
   readonly heldItems: number;
+  /** Of those, the ones it had not started: they are dispatched again instead of settling as lost. */
+  readonly requeuedItems: number;
 }
 
 interface Pending {
@@ -123,6 +128,8 @@ export class ThreadPool {
   readonly #unsubscribe: () => void;
   readonly #loops = new Set<Promise<void>>();
   #readyWaiters: Array<() => void> = [];
+  /** Slot → generation whose cancel grace timer is armed (one timer per canceled item). */
+  readonly #graceArmed = new Map<number, number>();
 
   constructor(options: ThreadPoolOptions) {
     this.#options = options;
@@ -187,8 +194,15 @@ export class ThreadPool {
    */
   cancel(slot: number, generation: number): boolean {
     const { slots, clock, cancelGraceMs } = this.#options;
-    if (!slots.cancel(slot, generation)) return false;
+    if (!slots.cancel(slot, generation)) {
+      // The slot's owner may have set the word itself (the task scheduler cancels its runs' slots directly, then
+      // asks the executor): the grace period still has to run, or an item that ignores cancel is never stopped.
+      const alreadyCanceled = slots.state(slot) === SlotState.CANCEL && slots.generation(slot) === generation;
+      if (!alreadyCanceled || this.#graceArmed.get(slot) === generation) return false;
+    }
+    this.#graceArmed.set(slot, generation);
     clock.setTimer(() => {
+      if (this.#graceArmed.get(slot) === generation) this.#graceArmed.delete(slot);
       if (slots.generation(slot) !== generation || slots.state(slot) !== SlotState.CANCEL) return;
       const owner = slots.owner(slot);
       if (owner === 0) return; // never started: the thread will skip it
@@ -345,8 +359,20 @@ export class ThreadPool {
       this.#threadExits++;
       const reason = channel.terminatedFor ?? this.#describeExit(channel, error);
       if (held.length > 0) this.#options.logger.warn({ thread: channel.index, items: held.length, err: reason }, 'pool thread ended holding work');
-      for (const pending of held) this.#settle(pending, { status: 'lost', error: reason });
-      this.#options.onThreadExit?.({ threadIndex: channel.index, reason, heldItems: held.length });
+      // Only an item the thread started can have ended it, or be half done. One still `CLAIMED` at its generation
+      // never ran (the thread starts an item with a CAS from that word): it goes back to the front of the queue.
+      const { slots } = this.#options;
+      const requeue: Pending[] = [];
+      for (const pending of held) {
+        const { slot, generation } = pending.item;
+        if (!this.#stopping && slots.state(slot) === SlotState.CLAIMED && slots.generation(slot) === generation) requeue.push(pending);
+        else this.#settle(pending, { status: 'lost', error: reason });
+      }
+      if (requeue.length > 0) {
+        this.#queue.splice(this.#queueHead, 0, ...requeue);
+        this.#scheduleFlush();
+      }
+      this.#options.onThreadExit?.({ threadIndex: channel.index, reason, heldItems: held.length, requeuedItems: requeue.length });
     }
     if (!this.#stopping && !channel.stopping) this.#spawn(channel.index);
     else if (!this.#stopping && this.#queueHead < this.#queue.length) this.#flush();
