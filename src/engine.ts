@@ -271,13 +271,22 @@ export class Engine {
   async #stop(graceMs: number): Promise<void> {
     if (this.#state === EngineState.CREATED) {
       this.#state = EngineState.STOPPED;
+      // Piscina starts the pool's threads when the engine is created: a never-started engine still owns them.
+      await this.#pool.stop();
+      this.plans.stop();
       return;
     }
     this.#state = EngineState.STOPPING;
+    // One deadline for everything in hand: the task runs do not get a second grace period after the evaluations.
+    const clock = this.options.clock;
+    const deadline = clock.now() + graceMs;
     const workersDone = Promise.all(this.#workers.map((w) => w.stop()));
     // Runs in flight are canceled at once (they end `canceled` and are logged); cooperative handlers stop within
     // microseconds, others are terminated with their thread after the grace period below.
-    const tasksDone = this.tasks.stop();
+    let tasksStopped = false;
+    const tasksDone = this.tasks.stop().then(() => {
+      tasksStopped = true;
+    });
     let forced = false;
     if (!(await withinGrace(workersDone, graceMs, this.options.clock))) {
       forced = true;
@@ -288,7 +297,8 @@ export class Engine {
       }
     }
     await workersDone;
-    if (!(await withinGrace(tasksDone, graceMs, this.options.clock))) {
+    const left = deadline - clock.now();
+    if (!tasksStopped && (left <= 0 || !(await withinGrace(tasksDone, left, clock)))) {
       forced = true;
       await this.#pool.stop({ force: true });
     }
