@@ -11,6 +11,7 @@
  *    the loser is re-run by the engine against the refreshed state.
  */
 import type { Plan, PlanWrite, Snapshot, StoredRecord, WorkContext } from '../../../src/index.js';
+import { countUnplaced, enter, leave, type ProbeRef } from '../probe.js';
 import { MAX_COUNT, Table, allocKey, compareVersions, type AllocRecord, type Constraint, type JobRecord, type NodeRecord } from '../model.js';
 
 export interface Strategy {
@@ -49,6 +50,24 @@ interface Delta {
   cpu: number;
   mem: number;
   allocs: number;
+}
+
+/** A scheduler module's default export for one strategy: places the job, and reports to the demo's probe. */
+export function placementScheduler(strategy: Strategy) {
+  return async function place(
+    evaluation: ClusterEvaluation & { readonly payload?: { readonly probe?: ProbeRef } },
+    ctx: WorkContext,
+  ): Promise<Plan | undefined> {
+    const probe = evaluation.payload?.probe;
+    const entered = enter(probe);
+    try {
+      const { plan, unplaced } = schedule(evaluation, ctx, strategy, Date.now());
+      countUnplaced(probe, unplaced);
+      return plan;
+    } finally {
+      leave(probe, ctx.threadIndex, entered);
+    }
+  };
 }
 
 export function schedule(evaluation: ClusterEvaluation, ctx: WorkContext, strategy: Strategy, now: number): Outcome {

@@ -1,6 +1,6 @@
 import { CronExpressionParser, type CronExpression } from 'cron-parser';
 import { InvalidTaskError } from '../../errors.js';
-import { checkLimit, checkTime } from './args.js';
+import { checkTime, stepBetween } from './args.js';
 import { StretchMemo } from './memo.js';
 import type { Schedule } from './types.js';
 import { MAX_INSTANT, MIN_INSTANT, zoneOf, type Zone } from './zone.js';
@@ -82,13 +82,7 @@ export class CronSchedule implements Schedule {
   }
 
   between(fromExclusive: number, toInclusive: number, limit: number): number[] {
-    checkTime('fromExclusive', fromExclusive);
-    checkTime('toInclusive', toInclusive);
-    checkLimit(limit);
-    const out: number[] = [];
-    // Strictly increasing and capped by `limit`, so this ends even for a range of centuries.
-    for (let t = this.next(fromExclusive); t <= toInclusive && out.length < limit; t = this.next(t)) out.push(t);
-    return out;
+    return stepBetween(this, fromExclusive, toInclusive, limit);
   }
 
   #compute(after: number): number {

@@ -1,5 +1,5 @@
 import { InvalidTaskError } from '../../errors.js';
-import { checkLimit, checkTime } from './args.js';
+import { checkTime, stepBetween } from './args.js';
 import type { Schedule } from './types.js';
 
 /** Milliseconds per duration unit, largest first: the order `parseEvery` requires in combined durations. */
@@ -73,15 +73,12 @@ export class EverySchedule implements Schedule {
     // integer near 2^53 and skip a period. For negative times `%` is negative, hence the correction.
     let base = afterMs - (afterMs % period);
     if (base > afterMs) base -= period;
-    return base + period;
+    const next = base + period;
+    // Past 2^53 ms the sum can round back to `afterMs`: no representable time is strictly after it.
+    return next > afterMs ? next : Infinity;
   }
 
   between(fromExclusive: number, toInclusive: number, limit: number): number[] {
-    checkTime('fromExclusive', fromExclusive);
-    checkTime('toInclusive', toInclusive);
-    checkLimit(limit);
-    const out: number[] = [];
-    for (let t = this.next(fromExclusive); t <= toInclusive && out.length < limit; t += this.#period) out.push(t);
-    return out;
+    return stepBetween(this, fromExclusive, toInclusive, limit);
   }
 }
