@@ -5,6 +5,7 @@
 import { Backoff } from './backoff.js';
 import { EvalBroker } from './broker/eval-broker.js';
 import { FAILED_QUEUE, type Evaluation } from './broker/evaluation.js';
+import type { Clock } from './clock.js';
 import type { BrokerStats } from './broker/eval-broker.js';
 import { InvalidEvaluationError, InvalidStateError, PayloadTooLargeError, UnknownSchedulerError } from './errors.js';
 import { TypedEmitter } from './events.js';
@@ -72,6 +73,9 @@ export class Engine {
   readonly #workers: SchedulingWorker[] = [];
   /** Evaluation id → the worker holding its delivery (for heartbeats and timeouts). */
   readonly #holders = new Map<string, SchedulingWorker>();
+  /** Evaluations of unregistered types the broker still holds and has not failed yet: id → type. */
+  readonly #unknown = new Map<string, string>();
+  #unknownTimer: ReturnType<Clock['setTimer']> | undefined;
   #state: EngineStateValue = EngineState.CREATED;
   #stopping: Promise<void> | undefined;
   #startedAt: number | undefined;
@@ -110,9 +114,11 @@ export class Engine {
       if (holder?.current?.token === token) holder.cancelCurrent();
     });
     // Only registered types are ever executed: an evaluation of any other type is failed as soon as it is ready.
+    // One that is not ready yet (delayed, or pending behind its job's evaluation in hand) is watched until it is.
     this.broker.events.on('broker:enqueue', ({ evaluation, delayedUntil }) => {
       if (Object.hasOwn(o.schedulers, evaluation.type) || evaluation.type === FAILED_QUEUE) return;
-      const sweep = (): void => this.#failUnknown(evaluation.type);
+      this.#unknown.set(evaluation.id, evaluation.type);
+      const sweep = (): void => this.#sweepUnknown();
       if (delayedUntil === undefined) queueMicrotask(sweep);
       else o.clock.setTimer(sweep, delayedUntil - o.clock.now());
     });
@@ -233,6 +239,36 @@ export class Engine {
     };
   }
 
+  /**
+   * Fails the watched evaluations of unregistered types that are ready. Those still delayed or pending behind their
+   * job (promoted to ready by an ack, with no event of their own) are looked at again every `dequeueTimeoutMs`
+   * while any remain; a timer runs only then.
+   */
+  #sweepUnknown(): void {
+    for (const [id, type] of this.#unknown) {
+      let info = this.broker.inspect(id);
+      if (info?.state === 'ready' && info.queue === type) {
+        this.#failUnknown(type);
+        info = this.broker.inspect(id);
+      }
+      if (info === undefined || info.queue === FAILED_QUEUE || info.state === 'cancelable') this.#unknown.delete(id);
+    }
+    if (this.#unknown.size === 0 || this.#unknownTimer !== undefined || this.#state === EngineState.STOPPED) return;
+    this.#unknownTimer = this.options.clock.setTimer(
+      () => {
+        this.#unknownTimer = undefined;
+        this.#sweepUnknown();
+      },
+      Math.max(1, this.options.dequeueTimeoutMs),
+      { unref: true },
+    );
+  }
+
+  #clearUnknownTimer(): void {
+    if (this.#unknownTimer !== undefined) this.options.clock.clearTimer(this.#unknownTimer);
+    this.#unknownTimer = undefined;
+  }
+
   #failUnknown(type: string): void {
     const known = Object.keys(this.options.schedulers);
     for (let delivery = this.broker.tryDequeue([type]); delivery !== undefined; delivery = this.broker.tryDequeue([type])) {
@@ -274,6 +310,7 @@ export class Engine {
       // Piscina starts the pool's threads when the engine is created: a never-started engine still owns them.
       await this.#pool.stop();
       this.plans.stop();
+      this.#clearUnknownTimer();
       return;
     }
     this.#state = EngineState.STOPPING;
@@ -305,6 +342,7 @@ export class Engine {
     await tasksDone;
     await this.#pool.stop({ force: forced });
     this.plans.stop();
+    this.#clearUnknownTimer();
     this.#state = EngineState.STOPPED;
     this.events.emit('engine:stop', { requeued: this.broker.stats().totalReady, forced });
   }

@@ -213,3 +213,23 @@ test('evaluation types and task handlers only ever resolve to registered modules
   engine.enqueue(evaluation('ok', 'service'));
   assert.deepEqual(await done, ['ok']);
 });
+
+test('an evaluation of an unregistered type that waited behind its job is failed once ready, and does not block the job', { timeout: 30_000 }, async () => {
+  const clock = new ManualClock(T0);
+  const engine = await started({ clock, schedulers: { gated: fixture('gated'), service: fixture('noop') } });
+  const gate = newGate();
+  const first = acks(engine, 1);
+  engine.enqueue(evaluation('holder', 'gated', { gate }, { jobId: 'job' }));
+  await waitFor(gate, Gate.STARTED, 1);
+  engine.enqueue(evaluation('stray', 'nope', undefined, { jobId: 'job' }));
+  await turns();
+  assert.equal(engine.broker.inspect('stray')?.state, 'pending', 'it waits behind the job\'s evaluation in hand');
+  const failed = failures(engine, 1);
+  set(gate, Gate.RELEASE, 1);
+  assert.deepEqual(await first, ['holder']);
+  clock.advance(engine.options.dequeueTimeoutMs);
+  assert.deepEqual(await failed, [{ id: 'stray', code: 'ERR_UNKNOWN_SCHEDULER' }]);
+  const next = acks(engine, 1);
+  engine.enqueue(evaluation('next', 'service', undefined, { jobId: 'job' }));
+  assert.deepEqual(await next, ['next'], 'the job is not blocked');
+});
