@@ -7,7 +7,7 @@ import { EvalBroker } from './broker/eval-broker.js';
 import { FAILED_QUEUE, type Evaluation } from './broker/evaluation.js';
 import type { Clock } from './clock.js';
 import type { BrokerStats } from './broker/eval-broker.js';
-import { InvalidEvaluationError, InvalidStateError, PayloadTooLargeError, UnknownSchedulerError } from './errors.js';
+import { InvalidArgumentError, InvalidEvaluationError, InvalidStateError, PayloadTooLargeError, UnknownSchedulerError } from './errors.js';
 import { TypedEmitter } from './events.js';
 import { payloadBytes } from './payload-size.js';
 import { resolveEngineOptions, type EngineOptions, type ResolvedEngineOptions } from './options.js';
@@ -296,7 +296,13 @@ export class Engine {
    * acked or back in the broker.
    */
   stop(options: StopOptions = {}): Promise<void> {
-    this.#stopping ??= this.#stop(options.graceMs ?? 5_000);
+    let graceMs: number;
+    try {
+      graceMs = stopGraceMs(options);
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
+    this.#stopping ??= this.#stop(graceMs);
     return this.#stopping;
   }
 
@@ -346,6 +352,18 @@ export class Engine {
     this.#state = EngineState.STOPPED;
     this.events.emit('engine:stop', { requeued: this.broker.stats().totalReady, forced });
   }
+}
+
+/** `stop()`'s grace period, validated: bad options reject the call and leave the engine as it was. */
+function stopGraceMs(options: unknown): number {
+  if (options === undefined) return 5_000;
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new InvalidArgumentError('options', 'an object like { graceMs } or undefined', options);
+  }
+  const graceMs = (options as { graceMs?: unknown }).graceMs;
+  if (graceMs === undefined) return 5_000;
+  if (typeof graceMs !== 'number' || !(graceMs >= 0)) throw new InvalidArgumentError('graceMs', 'a number of ms >= 0', graceMs);
+  return graceMs;
 }
 
 /** Resolves true if `work` settles within `ms` on the clock, false otherwise. */
