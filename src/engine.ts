@@ -189,7 +189,15 @@ export class Engine {
       throw new InvalidStateError(`Expected a new engine to start, but it is ${this.#state}`);
     }
     this.#state = EngineState.STARTING;
-    await this.#pool.start();
+    try {
+      await this.#pool.start();
+    } catch (error) {
+      // The threads cannot boot: nothing runs. Release what was started; the engine is stopped.
+      await this.#pool.stop({ force: true });
+      this.plans.stop();
+      this.#state = EngineState.STOPPED;
+      throw error;
+    }
     this.#startedAt = performance.now();
     for (const worker of this.#workers) void worker.start();
     this.tasks.start();

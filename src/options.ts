@@ -102,6 +102,19 @@ export interface ResolvedEngineOptions {
 
 const MAX_THREADS = 512;
 
+/**
+ * Bounds of each `resourceLimits` entry, in MB, outside of which Node does not fail cleanly (measured on Node 20):
+ * a stack under ~0.25 MB aborts or segfaults the whole process and one of 65536 MB makes `new Worker` throw
+ * EAGAIN; a code range of 1e9 MB hits a V8 trap. A heap too small for a thread to boot is not refused here (it
+ * depends on the modules the thread loads): `start()` rejects with `ResourceLimitError` instead.
+ */
+const resourceLimitRanges = Object.freeze({
+  maxOldGenerationSizeMb: { above: 0, max: 1_048_576 },
+  maxYoungGenerationSizeMb: { above: 0, max: 1_048_576 },
+  codeRangeSizeMb: { above: 0, max: 1_048_576 },
+  stackSizeMb: { above: 0.5, max: 1024 },
+});
+
 function integer(o: Record<string, unknown>, key: string, min: number, max: number, fallback: number): number {
   const value = o[key] ?? fallback;
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
@@ -207,10 +220,13 @@ export function resolveEngineOptions(options: unknown): ResolvedEngineOptions {
   const limits = object('resourceLimits', o['resourceLimits']);
   if (limits !== undefined) {
     for (const [k, v] of Object.entries(limits)) {
-      if (!['maxOldGenerationSizeMb', 'maxYoungGenerationSizeMb', 'codeRangeSizeMb', 'stackSizeMb'].includes(k)) {
+      const range = Object.hasOwn(resourceLimitRanges, k) ? resourceLimitRanges[k as keyof typeof resourceLimitRanges] : undefined;
+      if (range === undefined) {
         throw new InvalidOptionError(`resourceLimits.${k}`, 'one of maxOldGenerationSizeMb, maxYoungGenerationSizeMb, codeRangeSizeMb, stackSizeMb', k);
       }
-      if (typeof v !== 'number' || !(v > 0)) throw new InvalidOptionError(`resourceLimits.${k}`, 'a positive number of MB', v);
+      if (typeof v !== 'number' || !(v > range.above) || !(v <= range.max)) {
+        throw new InvalidOptionError(`resourceLimits.${k}`, `a number of MB above ${range.above} and at most ${range.max}`, v);
+      }
     }
   }
   return {

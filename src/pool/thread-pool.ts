@@ -88,6 +88,8 @@ interface Channel {
   readonly inflight: Map<number, Pending>;
   changes: ChangeSet[];
   ready: boolean;
+  /** It said ready once. */
+  booted: boolean;
   dead: boolean;
   stopping: boolean;
   idleTimer: TimerHandle | undefined;
@@ -128,6 +130,9 @@ export class ThreadPool {
   readonly #unsubscribe: () => void;
   readonly #loops = new Set<Promise<void>>();
   #readyWaiters: Array<() => void> = [];
+  #starting = false;
+  /** Why a thread died before it was ever ready while `start()` waited. */
+  #bootFailure: TickpoolError | undefined;
   /** Slot → generation whose cancel grace timer is armed (one timer per canceled item). */
   readonly #graceArmed = new Map<number, number>();
 
@@ -153,8 +158,13 @@ export class ThreadPool {
 
   /** Starts `minThreads` loops and resolves once they are ready. */
   async start(): Promise<void> {
+    this.#starting = true;
     for (let i = 0; i < this.#options.minThreads; i++) this.#spawn(i);
     await this.#whenReady(this.#options.minThreads);
+    this.#starting = false;
+    // A thread that died before it was ever ready (a heap too small for its code, a module that exits the thread
+    // at import) would die the same way again: fail the start rather than wait for a thread that never comes.
+    if (this.#bootFailure !== undefined) throw this.#bootFailure;
   }
 
   get threadCount(): number {
@@ -286,6 +296,7 @@ export class ThreadPool {
       inflight: new Map(),
       changes: [],
       ready: false,
+      booted: false,
       dead: false,
       stopping: false,
       idleTimer: undefined,
@@ -316,6 +327,7 @@ export class ThreadPool {
     switch (message.type) {
       case 'ready':
         channel.ready = true;
+        channel.booted = true;
         this.#notifyReady();
         this.#flush();
         return;
@@ -373,6 +385,11 @@ export class ThreadPool {
         this.#scheduleFlush();
       }
       this.#options.onThreadExit?.({ threadIndex: channel.index, reason, heldItems: held.length, requeuedItems: requeue.length });
+    }
+    if (this.#starting && !channel.booted && error !== undefined) {
+      this.#bootFailure ??= channel.terminatedFor ?? this.#describeExit(channel, error);
+      this.#notifyReady();
+      return;
     }
     if (!this.#stopping && !channel.stopping) this.#spawn(channel.index);
     else if (!this.#stopping && this.#queueHead < this.#queue.length) this.#flush();
@@ -506,7 +523,7 @@ export class ThreadPool {
   #whenReady(count: number): Promise<void> {
     return new Promise<void>((resolve) => {
       const check = (): boolean => {
-        if (this.#channels.filter((c) => c?.ready === true).length >= count || this.#stopping) {
+        if (this.#channels.filter((c) => c?.ready === true).length >= count || this.#stopping || this.#bootFailure !== undefined) {
           resolve();
           return true;
         }
