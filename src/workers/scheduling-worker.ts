@@ -161,6 +161,13 @@ export class SchedulingWorker {
         await new Promise<void>((resolve) => (this.#resume = resolve));
         continue;
       }
+      if (types.length === 0) {
+        // No scheduler is registered (an engine for tasks only): there is nothing to dequeue, ever. Asking the
+        // broker would fail on every call (no types) and back off forever.
+        this.#activity = WorkerActivity.IDLE;
+        await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+        break;
+      }
       this.#activity = WorkerActivity.DEQUEUING;
       let delivery: { evaluation: Evaluation; token: string } | undefined;
       try {

@@ -14,6 +14,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { serialize } from 'node:v8';
+import { pino } from 'pino';
 import { ManualClock } from '../../src/clock.js';
 import { SlotState } from '../../src/slots/slot-layout.js';
 import { Gate, newGate, set, waitFor } from '../fixtures/gates.js';
@@ -253,4 +254,20 @@ test('resourceLimits that would crash the process or fail to create a thread are
   for (const limits of [{ stackSizeMb: 0.1 }, { stackSizeMb: 0.2 }, { stackSizeMb: 65_536 }, { codeRangeSizeMb: 1e9 }, { maxOldGenerationSizeMb: Infinity }, { maxYoungGenerationSizeMb: NaN }]) {
     assert.throws(() => created({ resourceLimits: limits }), { code: 'ERR_INVALID_OPTION' }, JSON.stringify(limits));
   }
+});
+
+test('an engine with no schedulers (tasks only) runs its tasks; its workers wait quietly instead of failing to dequeue', { timeout: 30_000 }, async () => {
+  const lines: Array<{ level: number; msg: string }> = [];
+  const capture = pino({ level: 'warn' }, { write: (line: string) => void lines.push(JSON.parse(line) as { level: number; msg: string }) });
+  const clock = new ManualClock(T0);
+  const engine = await started({ clock, logger: capture, handlers: { work: fixture('task-handler') } });
+  engine.tasks.add({ id: 'only', every: '1m', maxConcurrency: 1, handler: 'work', payload: { gate: newGate(), mode: 'ok' } });
+  const ran = finished(engine, 1, 'only');
+  clock.advance(60_000);
+  assert.equal((await ran)[0]?.status, 'success');
+  await turns();
+  assert.deepEqual(lines.map((l) => l.msg), [], 'nothing was logged at warn or above');
+  assert.ok(engine.stats().workers.every((w) => w.activity === 'idle'));
+  await engine.stop();
+  assert.ok(engine.stats().workers.every((w) => w.status === 'stopped'));
 });
