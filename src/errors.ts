@@ -37,6 +37,14 @@ export function describeValue(value: unknown): string {
   return `\`${text}\` (${kind})`;
 }
 
+/**
+ * An id or name for a message: a string in JSON quotes, anything else described. Ids reach these constructors from
+ * callers (`releaseTask(42n)`), and building the error must never throw (`JSON.stringify` does for a BigInt).
+ */
+function quote(value: unknown): string {
+  return typeof value === 'string' ? JSON.stringify(value) : describeValue(value);
+}
+
 /** Bad input at a public entry point: a value of the wrong type or range. */
 export class InvalidArgumentError extends TickpoolError {
   override readonly code: string = 'ERR_INVALID_ARGUMENT';
@@ -77,7 +85,7 @@ export class BrokerDisabledError extends TickpoolError {
 export class EvalNotOutstandingError extends TickpoolError {
   override readonly code: string = 'ERR_EVAL_NOT_OUTSTANDING';
   constructor(evalId: string) {
-    super(`Expected evaluation ${JSON.stringify(evalId)} to be outstanding (dequeued and not yet acked), but it is not`, {
+    super(`Expected evaluation ${quote(evalId)} to be outstanding (dequeued and not yet acked), but it is not`, {
       details: { evalId },
     });
   }
@@ -88,7 +96,7 @@ export class TokenMismatchError extends TickpoolError {
   override readonly code: string = 'ERR_TOKEN_MISMATCH';
   constructor(evalId: string, received: unknown) {
     super(
-      `Expected the token of the current delivery of evaluation ${JSON.stringify(evalId)}, got ${describeValue(received)}`,
+      `Expected the token of the current delivery of evaluation ${quote(evalId)}, got ${describeValue(received)}`,
       { details: { evalId } },
     );
   }
@@ -98,7 +106,7 @@ export class TokenMismatchError extends TickpoolError {
 export class NackTimeoutReachedError extends TickpoolError {
   override readonly code: string = 'ERR_NACK_TIMEOUT_REACHED';
   constructor(evalId: string) {
-    super(`Expected an ack of evaluation ${JSON.stringify(evalId)} before its nack deadline, but the deadline had passed`, {
+    super(`Expected an ack of evaluation ${quote(evalId)} before its nack deadline, but the deadline had passed`, {
       details: { evalId },
     });
   }
@@ -117,7 +125,7 @@ export class DeliveryLimitError extends TickpoolError {
   override readonly code: string = 'ERR_DELIVERY_LIMIT';
   constructor(evalId: string, deliveries: number, limit: number) {
     super(
-      `Expected evaluation ${JSON.stringify(evalId)} to succeed within ${limit} deliveries, but it was delivered ${deliveries} times`,
+      `Expected evaluation ${quote(evalId)} to succeed within ${limit} deliveries, but it was delivered ${deliveries} times`,
       { details: { evalId, deliveries, limit } },
     );
   }
@@ -127,7 +135,7 @@ export class DeliveryLimitError extends TickpoolError {
 export class UnknownSchedulerError extends TickpoolError {
   override readonly code: string = 'ERR_UNKNOWN_SCHEDULER';
   constructor(type: string, known: readonly string[]) {
-    super(`Expected an evaluation type with a registered scheduler (${known.join(', ') || 'none registered'}), got ${JSON.stringify(type)}`, {
+    super(`Expected an evaluation type with a registered scheduler (${known.join(', ') || 'none registered'}), got ${quote(type)}`, {
       details: { type },
     });
   }
@@ -137,7 +145,7 @@ export class UnknownSchedulerError extends TickpoolError {
 export class UnknownHandlerError extends TickpoolError {
   override readonly code: string = 'ERR_UNKNOWN_HANDLER';
   constructor(handler: string, known: readonly string[]) {
-    super(`Expected a registered task handler (${known.join(', ') || 'none registered'}), got ${JSON.stringify(handler)}`, {
+    super(`Expected a registered task handler (${known.join(', ') || 'none registered'}), got ${quote(handler)}`, {
       details: { handler },
     });
   }
@@ -157,7 +165,7 @@ export class SyncLimitError extends TickpoolError {
 export class PlanAttemptsExhaustedError extends TickpoolError {
   override readonly code: string = 'ERR_PLAN_ATTEMPTS_EXHAUSTED';
   constructor(evalId: string, attempts: number, reason: string) {
-    super(`Expected the plan of evaluation ${JSON.stringify(evalId)} to commit within ${attempts} attempts, but: ${reason}`, {
+    super(`Expected the plan of evaluation ${quote(evalId)} to commit within ${attempts} attempts, but: ${reason}`, {
       details: { evalId, attempts },
     });
   }
@@ -205,7 +213,7 @@ export class CanceledError extends TickpoolError {
 export class RunCanceledError extends CanceledError {
   override readonly code: string = 'ERR_RUN_CANCELED';
   constructor(taskId: string, runId: string) {
-    super(`Run ${JSON.stringify(runId)} of task ${JSON.stringify(taskId)} was canceled`, { details: { taskId, runId } });
+    super(`Run ${quote(runId)} of task ${quote(taskId)} was canceled`, { details: { taskId, runId } });
   }
 }
 
@@ -218,7 +226,7 @@ export class InvalidStateError extends TickpoolError {
 export class TaskAlreadyClaimedError extends TickpoolError {
   override readonly code: string = 'ERR_TASK_ALREADY_CLAIMED';
   constructor(taskId: string) {
-    super(`Expected task ${JSON.stringify(taskId)} to be unclaimed, but it is already claimed`, { details: { taskId } });
+    super(`Expected task ${quote(taskId)} to be unclaimed, but it is already claimed`, { details: { taskId } });
   }
 }
 
@@ -226,7 +234,7 @@ export class TaskAlreadyClaimedError extends TickpoolError {
 export class TaskNotClaimedError extends TickpoolError {
   override readonly code: string = 'ERR_TASK_NOT_CLAIMED';
   constructor(taskId: string) {
-    super(`Expected task ${JSON.stringify(taskId)} to be claimed, but it is not`, { details: { taskId } });
+    super(`Expected task ${quote(taskId)} to be claimed, but it is not`, { details: { taskId } });
   }
 }
 
@@ -234,7 +242,7 @@ export class TaskNotClaimedError extends TickpoolError {
 export class TaskNotFoundError extends TickpoolError {
   override readonly code: string = 'ERR_TASK_NOT_FOUND';
   constructor(taskId: string) {
-    super(`Expected a known task id, got ${JSON.stringify(taskId)}`, { details: { taskId } });
+    super(`Expected a known task id, got ${quote(taskId)}`, { details: { taskId } });
   }
 }
 
@@ -242,7 +250,7 @@ export class TaskNotFoundError extends TickpoolError {
 export class RunNotFoundError extends TickpoolError {
   override readonly code: string = 'ERR_RUN_NOT_FOUND';
   constructor(taskId: string, runId: string) {
-    super(`Expected a known run of task ${JSON.stringify(taskId)}, got run id ${JSON.stringify(runId)}`, {
+    super(`Expected a known run of task ${quote(taskId)}, got run id ${quote(runId)}`, {
       details: { taskId, runId },
     });
   }
@@ -264,7 +272,7 @@ export class RunNotYetDueError extends TickpoolError {
 export class DuplicateRunError extends TickpoolError {
   override readonly code: string = 'ERR_DUPLICATE_RUN';
   constructor(taskId: string, scheduledFor: number) {
-    super(`Expected one run per scheduled time, but task ${JSON.stringify(taskId)} already has a run for ${scheduledFor}`, {
+    super(`Expected one run per scheduled time, but task ${quote(taskId)} already has a run for ${scheduledFor}`, {
       details: { taskId, scheduledFor },
     });
   }
