@@ -157,13 +157,22 @@ export function resolveModuleRef(name: string, spec: unknown): ModuleRef {
   }
   let url: URL;
   if (module instanceof URL) url = module;
-  else if (typeof module === 'string' && module.startsWith('file:')) url = new URL(module);
-  else if (typeof module === 'string' && module.length > 0) url = pathToFileURL(isAbsolute(module) ? module : resolve(module));
+  else if (typeof module === 'string' && module.startsWith('file:') && URL.canParse(module)) url = new URL(module);
+  else if (typeof module === 'string' && module.length > 0 && !module.startsWith('file:')) url = pathToFileURL(isAbsolute(module) ? module : resolve(module));
   else throw new InvalidOptionError(name, 'a module path, a file: URL, or { module, export }', spec);
-  if (url.protocol !== 'file:' || !existsSync(fileURLToPath(url))) {
+  if (url.protocol !== 'file:' || !existsSync(filePath(url))) {
     throw new InvalidOptionError(name, 'the path or file: URL of an existing module', module instanceof URL ? module.href : module);
   }
   return { url: url.href, exportName };
+}
+
+/** The path of a `file:` URL, or '' when it has none here (`file://host/…` on POSIX makes fileURLToPath throw). */
+function filePath(url: URL): string {
+  try {
+    return fileURLToPath(url);
+  } catch {
+    return '';
+  }
 }
 
 function resolveModules(key: string, value: unknown): Record<string, ModuleRef> {
@@ -173,7 +182,10 @@ function resolveModules(key: string, value: unknown): Record<string, ModuleRef> 
   }
   const out: Record<string, ModuleRef> = {};
   for (const [name, spec] of Object.entries(value)) {
-    if (name.length === 0 || name === '_failed') throw new InvalidOptionError(`${key} name`, 'a non-empty name other than `_failed`', name);
+    // `__proto__` as a key of the resolved map would set its prototype and silently drop the module.
+    if (name.length === 0 || name === '_failed' || name === '__proto__') {
+      throw new InvalidOptionError(`${key} name`, 'a non-empty name other than `_failed` and `__proto__`', name);
+    }
     out[name] = resolveModuleRef(`${key}.${name}`, spec);
   }
   return out;

@@ -389,8 +389,10 @@ export class EvalBroker {
   }
 
   stats(): BrokerStats {
-    const byScheduler: Record<string, SchedulerStats> = {};
-    for (const [name, queue] of this.#queues) byScheduler[name] = { ready: queue.heap.size, unacked: queue.unacked };
+    // fromEntries defines own properties: a queue named `__proto__` is listed, not set as the prototype.
+    const byScheduler: Record<string, SchedulerStats> = Object.fromEntries(
+      Array.from(this.#queues, ([name, queue]) => [name, { ready: queue.heap.size, unacked: queue.unacked }]),
+    );
     return {
       totalReady: this.#totalReady,
       totalUnacked: this.#totalUnacked,
