@@ -1,0 +1,152 @@
+/**
+ * Memory under sustained load: 1,000,000 no-op evaluations through one engine (enqueue → scheduler on a pool
+ * thread → ack), with the main thread's heap measured after a full GC at 100,000 and at 1,000,000 evaluations.
+ * Whatever the engine keeps per evaluation after it is acked shows up as growth between the two; the goal is under
+ * 10%. The first checkpoint comes after the warm-up (JIT, metric children, pool buffers), so it is the baseline.
+ *
+ * At each checkpoint the feed pauses until every evaluation enqueued so far is acked, so both readings are taken in
+ * the same state: an idle engine with nothing in flight. The feed keeps `WINDOW` evaluations outstanding, so the
+ * broker holds a bounded backlog while it runs (as a service that enqueues at the rate it is served would).
+ *
+ *   node --expose-gc .build/bench/memory.bench.js [--quick] [--json]
+ *
+ * `--quick`: 100,000 evaluations, checkpoints at 10,000 and 100,000. Exits with code 1 when the growth is 10% or
+ * more.
+ */
+import { availableParallelism } from 'node:os';
+import { pathToFileURL } from 'node:url';
+import { pino } from 'pino';
+import { createEngine, type Engine } from '../src/engine.js';
+import type { BenchResult } from './lib/types.js';
+
+/** Evaluations outstanding (enqueued, not yet acked) while the feed runs. */
+const WINDOW = 4096;
+/** The growth the issue allows between the two checkpoints. */
+export const MAX_HEAP_GROWTH = 0.1;
+
+export interface MemoryBenchOptions {
+  readonly quick?: boolean;
+  /** Pool threads (default: the machine's parallelism, at most 4). */
+  readonly threads?: number;
+}
+
+interface Reading {
+  readonly evaluations: number;
+  readonly heapUsed: number;
+  readonly heapTotal: number;
+  readonly external: number;
+  readonly rss: number;
+  readonly ms: number;
+}
+
+function collect(): void {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (gc === undefined) throw new Error('The memory bench needs a GC it can trigger: run node with --expose-gc');
+  gc();
+  gc();
+}
+
+/** Lets queued callbacks (promise jobs, immediates) run, so nothing half-finished is measured. */
+async function turns(n: number): Promise<void> {
+  for (let i = 0; i < n; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+}
+
+/** Feeds no-op evaluations until `target` have been acked (never more than `WINDOW` outstanding). */
+function feedUntil(engine: Engine, state: { enqueued: number; acked: number }, target: number): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const refill = (): void => {
+      const limit = Math.min(target, state.acked + WINDOW);
+      while (state.enqueued < limit) {
+        const i = state.enqueued++;
+        engine.enqueue({ id: `e${i}`, jobId: `j${i}`, type: 'noop', priority: 50 });
+      }
+    };
+    const off = engine.broker.events.on('broker:ack', () => {
+      state.acked++;
+      if (state.acked >= target) {
+        off();
+        resolve();
+      } else if (state.enqueued - state.acked < WINDOW / 2) refill();
+    });
+    refill();
+  });
+}
+
+async function reading(evaluations: number, started: number): Promise<Reading> {
+  await turns(10);
+  collect();
+  await turns(2);
+  collect();
+  const m = process.memoryUsage();
+  return { evaluations, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, rss: m.rss, ms: performance.now() - started };
+}
+
+const mb = (bytes: number): number => Math.round((bytes / 1048576) * 100) / 100;
+
+export async function runMemoryBench(options: MemoryBenchOptions = {}): Promise<BenchResult[]> {
+  const total = options.quick === true ? 100_000 : 1_000_000;
+  const checkpoint = total / 10;
+  const threads = options.threads ?? Math.min(4, availableParallelism());
+  const engine = createEngine({
+    threads,
+    schedulers: { noop: new URL('./fixtures/noop-scheduler.js', import.meta.url) },
+    logger: pino({ level: 'silent' }),
+  });
+  await engine.start();
+  const state = { enqueued: 0, acked: 0 };
+  try {
+    const started = performance.now();
+    await feedUntil(engine, state, checkpoint);
+    const first = await reading(checkpoint, started);
+    await feedUntil(engine, state, total);
+    const last = await reading(total, started);
+    const broker = engine.broker.stats();
+    if (broker.totalReady + broker.totalUnacked + broker.totalPending !== 0 || state.acked !== total) {
+      throw new Error(`Expected every evaluation acked, got ${state.acked} of ${total} (${JSON.stringify(broker)})`);
+    }
+    const growth = (last.heapUsed - first.heapUsed) / first.heapUsed;
+    const perEval = (last.heapUsed - first.heapUsed) / (total - checkpoint);
+    const evalsPerSec = Math.round(((total - checkpoint) * 1000) / (last.ms - first.ms));
+    const at = (r: Reading): BenchResult => ({
+      scope: 'memory',
+      id: `memory.heap-at-${r.evaluations}`,
+      name: `main-thread heap after GC at ${r.evaluations.toLocaleString('en-US')} evaluations`,
+      unit: 'MB',
+      heapUsedMb: mb(r.heapUsed),
+      heapTotalMb: mb(r.heapTotal),
+      externalMb: mb(r.external),
+      rssMb: mb(r.rss),
+      threads,
+    });
+    return [
+      at(first),
+      at(last),
+      {
+        scope: 'memory',
+        id: 'memory.heap-growth',
+        name: `heap growth from ${checkpoint.toLocaleString('en-US')} to ${total.toLocaleString('en-US')} no-op evaluations`,
+        ratio: Math.round((last.heapUsed / first.heapUsed) * 1000) / 1000,
+        baseline: `heap after GC at ${checkpoint.toLocaleString('en-US')}`,
+        growthPct: Math.round(growth * 1000) / 10,
+        bytesPerEvaluation: Math.round(perEval * 100) / 100,
+        opsPerSec: evalsPerSec,
+        threads,
+        pass: growth < MAX_HEAP_GROWTH,
+        notes: `goal: under ${MAX_HEAP_GROWTH * 100}% growth; ${WINDOW} evaluations outstanding while feeding; readings taken idle`,
+      },
+    ];
+  } finally {
+    await engine.stop({ graceMs: 1000 });
+  }
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const results = await runMemoryBench({ quick: process.argv.includes('--quick') });
+  if (process.argv.includes('--json')) console.log(JSON.stringify(results, null, 2));
+  else {
+    console.table(results.slice(0, 2).map((r) => ({ name: r.name, 'heap MB': r['heapUsedMb'], 'heap total MB': r['heapTotalMb'], 'external MB': r['externalMb'], 'rss MB': r['rssMb'] })));
+    const summary = results[2]!;
+    console.log(`${summary.name}: ${summary['growthPct']}% (${summary['bytesPerEvaluation']} bytes per evaluation; ${summary.opsPerSec?.toLocaleString('en-US')} evaluations/s on ${summary.threads} threads) — ${summary['pass'] === true ? 'ok' : 'FAIL'} (goal < ${MAX_HEAP_GROWTH * 100}%)`);
+  }
+  if (results[2]?.['pass'] !== true) process.exitCode = 1;
+}
