@@ -37,9 +37,9 @@ console.log(`# faults: seed ${SEED} (replay with TICKPOOL_SEED=${SEED})`);
 
 const EVALUATIONS = 20_000;
 const TASKS = 200;
-const THREADS = 4;
+const THREADS = 6;
 /** Evaluations in flight at once (one per worker): a hang holds at most WORKERS / THREADS of them behind it. */
-const WORKERS = 32;
+const WORKERS = 48;
 const BATCH = 16;
 /** Short, but far above the time a healthy evaluation takes even on a loaded machine. */
 const NACK_TIMEOUT_MS = 500;
