@@ -117,6 +117,7 @@ export async function runMemoryBench(options: MemoryBenchOptions = {}): Promise<
       externalMb: mb(r.external),
       rssMb: mb(r.rss),
       threads,
+      notes: `heap used ${mb(r.heapUsed)} MB (total ${mb(r.heapTotal)} MB), external ${mb(r.external)} MB, rss ${mb(r.rss)} MB`,
     });
     return [
       at(first),

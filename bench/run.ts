@@ -27,6 +27,7 @@ import type { MachineInfo, RatioLine, SuiteReport } from './report/model.js';
 import { writeReport } from './report/index.js';
 import { runScheduleBench } from './schedule.bench.js';
 import { runStateBench } from './state.bench.js';
+import { runMemoryBench } from './memory.bench.js';
 import { runTasksBench } from './tasks.bench.js';
 import { backoffSweep, taskRetrySweep, threadSweep, type BackoffSweepPoint, type TaskRetrySweepPoint, type ThreadSweepPoint } from './sweeps.js';
 
@@ -124,6 +125,15 @@ function units(o: RunOptions): Unit[] {
     // ~50 s even with --quick on 2 cores (copy-on-write clones of a 100k-record Map), and no floor reads it.
     inCi: false,
     run: async () => ({ results: fromState(await runStateBench({ quick })) }),
+  });
+
+  list.push({
+    id: 'engine.memory',
+    scope: 'engine',
+    title: 'memory: main-thread heap after GC at 100k and at 1M no-op evaluations',
+    // Seconds to minutes of steady load; the growth goal (< 10%) is checked by the bench itself.
+    inCi: false,
+    run: async () => ({ results: await runMemoryBench({ quick }) }),
   });
 
   list.push({
