@@ -4,6 +4,8 @@
  * `async (run, ctx) => value` with the same `ctx` as schedulers (cancel read from the slot word, heartbeat, signal).
  *
  * A handler succeeds by returning and fails by throwing; a thrown value with `retryable: true` asks for a retry.
+ * It may also return a `RunResult` itself: an object whose `error` is an `Error` is a failure (retried when its
+ * `retryable` is true), with its `value` kept.
  * A run whose thread died is a retryable failure (`ThreadExitedError`); one whose thread hit its resource limits
  * is not (`ResourceLimitError`: the same run would hit them again).
  */
@@ -104,8 +106,13 @@ class PoolRunPromise implements RunPromise {
 
 function toResult(outcome: Exclude<Outcome, { status: 'canceled' }>): RunResult {
   switch (outcome.status) {
-    case 'ok':
+    case 'ok': {
+      const returned = outcome.value as { error?: unknown; retryable?: unknown; value?: unknown } | null | undefined;
+      if (returned !== null && typeof returned === 'object' && returned.error instanceof Error) {
+        return { error: returned.error, retryable: returned.retryable === true, value: returned.value };
+      }
       return { value: outcome.value };
+    }
     case 'error':
       return { error: outcome.error, retryable: outcome.retryable };
     case 'lost':

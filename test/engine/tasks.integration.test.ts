@@ -81,6 +81,20 @@ test('a retryable failure is retried with backoff and ends in one final status',
   assert.equal(record.history.filter((h) => h.status === 'started').length, 2, 'each attempt logged');
 });
 
+test('a handler may return a RunResult: a returned retryable error is retried like a thrown one', async () => {
+  const clock = new ManualClock(T0);
+  const engine = await started(clock, { backoff: { baselineMs: 10, limitMs: 10 } });
+  const gate = newGate();
+  engine.tasks.add({ id: 'result', every: '1m', maxConcurrency: 1, retry: 1, handler: 'work', payload: { gate, mode: 'flaky-result' } });
+  const retried = new Promise<string>((resolve) => engine.tasks.events.once('task:run:retry', ({ error }) => resolve(error.message)));
+  const done = finished(engine, 1);
+  clock.advance(60_000);
+  assert.equal(await retried, 'dependency down');
+  clock.advance(10);
+  const [run] = await done;
+  assert.deepEqual([run?.status, run?.attempts], ['success', 2]);
+});
+
 test('a thread that exits during a run: the run is retried on a new thread', async () => {
   const clock = new ManualClock(T0);
   const engine = await started(clock);
