@@ -49,14 +49,5 @@ export async function settled(promise: Promise<unknown>): Promise<boolean> {
   return done;
 }
 
-/** A deterministic random source (mulberry32). */
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** A deterministic random source (mulberry32), shared with the fault fixtures. */
+export { seededRandom as seeded } from '../fixtures/fault-plan.js';
