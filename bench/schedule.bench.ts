@@ -8,7 +8,7 @@
  */
 import { pathToFileURL } from 'node:url';
 import { CronExpressionParser } from 'cron-parser';
-import { Bench } from 'tinybench';
+import { runBatchScenarios } from './lib/batch-bench.js';
 import { CronSchedule } from '../src/tasks/schedule/cron.js';
 import { parseSchedule, ScheduleCache } from '../src/tasks/schedule/index.js';
 
@@ -142,21 +142,10 @@ const scenarios: Scenario[] = [
 
 export async function runScheduleBench(options: { quick?: boolean } = {}): Promise<ScheduleBenchResult[]> {
   const quick = options.quick === true;
-  const results: ScheduleBenchResult[] = [];
-  for (const scenario of scenarios) {
-    const batch = scenario.setup();
-    const bench = new Bench({ time: quick ? 150 : 1000, warmupIterations: quick ? 2 : 10, iterations: 5, throws: true });
-    bench.add(scenario.name, batch);
-    await bench.run();
-    const result = bench.tasks[0]!.result;
-    if (result.state !== 'completed') throw new Error(`bench ${scenario.name} ended ${result.state}`);
-    results.push({
-      name: scenario.name,
-      opsPerSec: Math.round(((scenario.calls ?? BATCH) * 1000) / result.latency.mean),
-      notes: scenario.notes,
-    });
-  }
-  return results;
+  return runBatchScenarios(
+    scenarios.map((scenario) => ({ ...scenario, calls: scenario.calls ?? BATCH })),
+    { time: quick ? 150 : 1000, warmupIterations: quick ? 2 : 10, iterations: 5 },
+  );
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {

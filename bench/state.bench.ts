@@ -10,12 +10,12 @@
  */
 import { pathToFileURL } from 'node:url';
 import { pino } from 'pino';
-import { Bench } from 'tinybench';
 import { HashTrie } from '../src/state/hash-trie.js';
 import { PlanApplier } from '../src/state/plan-applier.js';
 import { Replica } from '../src/state/replica.js';
 import { StateStore } from '../src/state/state-store.js';
 import type { ChangeSet, Snapshot } from '../src/state/types.js';
+import { runBatchScenarios } from './lib/batch-bench.js';
 
 export interface StateBenchResult {
   readonly name: string;
@@ -191,27 +191,10 @@ function scenarios(): Scenario[] {
 
 export async function runStateBench(options: { quick?: boolean } = {}): Promise<StateBenchResult[]> {
   const quick = options.quick === true;
-  const results: StateBenchResult[] = [];
-  for (const scenario of scenarios()) {
-    const batch = scenario.setup();
-    const bench = new Bench({ time: quick ? 150 : 1000, warmupIterations: quick ? 5 : 20, iterations: 10, throws: true });
-    bench.add(scenario.name, batch);
-    await bench.run();
-    const result = bench.tasks[0]!.result;
-    if (result.state !== 'completed') throw new Error(`bench ${scenario.name} ended ${result.state}`);
-    results.push({
-      name: scenario.name,
-      opsPerSec: Math.round((BATCH * 1000) / result.latency.mean),
-      p50Us: round((result.latency.p50 * 1000) / BATCH),
-      p99Us: round((result.latency.p99 * 1000) / BATCH),
-      notes: scenario.notes,
-    });
-  }
-  return results;
-}
-
-function round(n: number): number {
-  return Math.round(n * 1000) / 1000;
+  return runBatchScenarios(
+    scenarios().map((scenario) => ({ ...scenario, calls: BATCH })),
+    { time: quick ? 150 : 1000, warmupIterations: quick ? 5 : 20, iterations: 10 },
+  );
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
