@@ -44,22 +44,29 @@ interface Scenario {
   setup(): { readonly broker: EvalBroker; readonly batch: () => void | Promise<void> };
 }
 
+/**
+ * Fills `jobs` jobs with one ready evaluation each and returns a batch of BATCH cycles: dequeue, ack, and a
+ * replacement enqueue for the freed job (the steady state of the first and third scenarios).
+ */
+function cycleAcrossJobs(broker: EvalBroker, jobs: number): () => void {
+  let next = 0;
+  for (let j = 0; j < jobs; j++) broker.enqueue(evaluation(next++, j, 1 + (j % 100)));
+  return () => {
+    for (let i = 0; i < BATCH; i++) {
+      const d = broker.tryDequeue(TYPES)!;
+      broker.ack(d.evaluation.id, d.token);
+      broker.enqueue(evaluation(next++, d.evaluation.jobId, d.evaluation.priority));
+    }
+  };
+}
+
 const scenarios: Scenario[] = [
   {
     name: 'cycle, 1k ready across 1k jobs (tryDequeue)',
     notes: 'ready heap of 1000; ack, then a replacement enqueue for the freed job',
     setup() {
       const broker = quietBroker();
-      let next = 0;
-      for (let j = 0; j < 1000; j++) broker.enqueue(evaluation(next++, j, 1 + (j % 100)));
-      const batch = (): void => {
-        for (let i = 0; i < BATCH; i++) {
-          const d = broker.tryDequeue(TYPES)!;
-          broker.ack(d.evaluation.id, d.token);
-          broker.enqueue(evaluation(next++, d.evaluation.jobId, d.evaluation.priority));
-        }
-      };
-      return { broker, batch };
+      return { broker, batch: cycleAcrossJobs(broker, 1000) };
     },
   },
   {
@@ -85,18 +92,9 @@ const scenarios: Scenario[] = [
     notes: '100k outstanding deliveries in the deadline heap while cycling as in the first scenario',
     setup() {
       const broker = quietBroker();
-      let next = 0;
       for (let j = 0; j < 100_000; j++) broker.enqueue({ id: `u${j}`, jobId: `held-${j}`, type: 'held', priority: 50 });
       for (let j = 0; j < 100_000; j++) broker.tryDequeue(['held']);
-      for (let j = 0; j < 1000; j++) broker.enqueue(evaluation(next++, j, 1 + (j % 100)));
-      const batch = (): void => {
-        for (let i = 0; i < BATCH; i++) {
-          const d = broker.tryDequeue(TYPES)!;
-          broker.ack(d.evaluation.id, d.token);
-          broker.enqueue(evaluation(next++, d.evaluation.jobId, d.evaluation.priority));
-        }
-      };
-      return { broker, batch };
+      return { broker, batch: cycleAcrossJobs(broker, 1000) };
     },
   },
   {
