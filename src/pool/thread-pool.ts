@@ -124,6 +124,8 @@ export class ThreadPool {
   #coalescing = false;
   #stopping = false;
   #stopped: Promise<void> | undefined;
+  /** Set once the Piscina pool is being destroyed: no thread may outlive it. */
+  #destroyed = false;
   #dispatched = 0;
   #settled = 0;
   #threadExits = 0;
@@ -153,6 +155,11 @@ export class ThreadPool {
     });
     // An error event from Piscina with no listener would throw; thread deaths are handled per loop task.
     this.#piscina.on('error', (error: unknown) => options.logger.warn({ err: error }, 'pool thread error'));
+    // Piscina replaces a thread whose task was aborted. When that thread's exit arrives after destroy() returned,
+    // the replacement is born into a pool nobody owns any more: take it down as well.
+    this.#piscina.on('workerCreate', () => {
+      if (this.#destroyed) void this.#piscina.destroy();
+    });
     this.#unsubscribe = options.state.onChange((change) => this.#onCommit(change));
   }
 
@@ -284,6 +291,7 @@ export class ThreadPool {
     if (force) this.#terminateAll();
     else for (const channel of this.#channels) if (channel !== undefined && !channel.dead) this.#stopChannel(channel);
     await Promise.allSettled([...this.#loops]);
+    this.#destroyed = true;
     await this.#piscina.destroy();
   }
 
