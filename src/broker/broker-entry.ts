@@ -2,13 +2,14 @@ import type { QueueLatencies } from './broker-metrics.js';
 import type { DeadlineNode } from './deadline-queue.js';
 import { DEFAULT_NAMESPACE, FAILED_QUEUE, type Evaluation } from './evaluation.js';
 import { PriorityHeap, type HeapNode } from './priority-heap.js';
+import { ReadyLine } from './ready-line.js';
 
 /**
  * The broker's private bookkeeping: one `Entry` per evaluation it holds, one `ReadyQueue` per scheduler type (plus
  * `_failed`), one `JobSlot` per job key with something in flight. Nothing here is exported from the package.
  *
  * Where an entry is, by `state`:
- * - READY: in `queue.heap`.
+ * - READY: in `queue.line`.
  * - PENDING: in its job's `pending` heap (the job slot is held by another entry).
  * - UNACKED: delivered with `token`; in the deadline queue unless its nack timeout is paused.
  * - WAITING: in the deadline queue until `due`. With `holdsSlot` it is a nacked delivery waiting out its re-enqueue
@@ -101,7 +102,7 @@ export function pendingBefore(a: Entry, b: Entry): boolean {
 export class ReadyQueue {
   readonly name: string;
   readonly failed: boolean;
-  readonly heap = new PriorityHeap<Entry>(readyBefore);
+  readonly line = new ReadyLine<Entry>(readyBefore);
   unacked = 0;
   readonly latencies: QueueLatencies;
 

@@ -391,7 +391,7 @@ export class EvalBroker {
   stats(): BrokerStats {
     // fromEntries defines own properties: a queue named `__proto__` is listed, not set as the prototype.
     const byScheduler: Record<string, SchedulerStats> = Object.fromEntries(
-      Array.from(this.#queues, ([name, queue]) => [name, { ready: queue.heap.size, unacked: queue.unacked }]),
+      Array.from(this.#queues, ([name, queue]) => [name, { ready: queue.line.size, unacked: queue.unacked }]),
     );
     return {
       totalReady: this.#totalReady,
@@ -511,7 +511,7 @@ export class EvalBroker {
     entry.state = EntryState.Ready;
     entry.queue = queue;
     entry.readyAt = now;
-    queue.heap.push(entry);
+    queue.line.push(entry);
     if (queue.failed) this.#totalFailed++;
     else this.#totalReady++;
     this.#readyAdded = true;
@@ -559,8 +559,8 @@ export class EvalBroker {
     for (let i = 0; i < types.length; i++) {
       const queue = this.#queues.get(types[i]!);
       if (queue === undefined) continue;
-      // Compare the heap roots: the root is the queue's next evaluation (Nomad's Peek read the last slot instead).
-      const head = queue.heap.peek();
+      // Compare the queue heads: the head is the queue's next evaluation (Nomad's Peek read the last slot instead).
+      const head = queue.line.peek();
       if (head === undefined) continue;
       if (best === undefined || head.priority > bestPriority) {
         best = queue;
@@ -583,7 +583,7 @@ export class EvalBroker {
   }
 
   #deliver(queue: ReadyQueue): Delivery {
-    const entry = queue.heap.pop()!;
+    const entry = queue.line.pop()!;
     const now = this.#clock.now();
     if (queue.failed) this.#totalFailed--;
     else {
@@ -772,7 +772,7 @@ export class EvalBroker {
     }
     this.#evals.clear();
     this.#deadlines.clear();
-    for (const queue of this.#queues.values()) queue.heap.drain();
+    for (const queue of this.#queues.values()) queue.line.drain();
     this.#queues.clear();
     this.#jobs.clear();
     this.#jobSlots = 0;
