@@ -72,7 +72,6 @@ export class Engine {
   readonly #pool: ThreadPool;
   readonly #workers: SchedulingWorker[] = [];
   /** Evaluation id → the worker holding its delivery (for heartbeats and timeouts). */
-  readonly #holders = new Map<string, SchedulingWorker>();
   /** Evaluations of unregistered types the broker still holds and has not failed yet: id → type. */
   readonly #unknown = new Map<string, string>();
   #unknownTimer: ReturnType<Clock['setTimer']> | undefined;
@@ -100,7 +99,7 @@ export class Engine {
       logger,
       registry: o.registry,
       // A heartbeat written into the slot since the last look keeps a long scheduler from being redelivered.
-      extendNackDeadline: (id, token) => this.#holders.get(id)?.consumeHeartbeat(token) ?? false,
+      extendNackDeadline: (id, token) => this.#holderOf(id)?.consumeHeartbeat(token) ?? false,
       validatePayload: (payload) => {
         const bytes = payloadBytes(payload);
         if (bytes === undefined) throw new InvalidEvaluationError('evaluation.payload', 'a structured-cloneable value', payload);
@@ -110,7 +109,7 @@ export class Engine {
     // A delivery whose deadline fired has been redelivered: ask its thread to stop working on the old one.
     this.broker.events.on('broker:nack', ({ evaluation, token, timedOut }) => {
       if (!timedOut) return;
-      const holder = this.#holders.get(evaluation.id);
+      const holder = this.#holderOf(evaluation.id);
       if (holder?.current?.token === token) holder.cancelCurrent();
     });
     // Only registered types are ever executed: an evaluation of any other type is failed as soon as it is ready.
@@ -165,10 +164,6 @@ export class Engine {
           dequeueTimeoutMs: o.dequeueTimeoutMs,
           syncLimitMs: o.syncLimitMs,
           maxPlanAttempts: o.maxPlanAttempts,
-          onDelivery: (worker, evaluationId, active) => {
-            if (active) this.#holders.set(evaluationId, worker);
-            else if (this.#holders.get(evaluationId) === worker) this.#holders.delete(evaluationId);
-          },
         }),
       );
     }
@@ -218,7 +213,16 @@ export class Engine {
    * evaluation is nacked for redelivery. False when no worker holds it.
    */
   cancel(evaluationId: string): boolean {
-    return this.#holders.get(evaluationId)?.cancelCurrent() ?? false;
+    return this.#holderOf(evaluationId)?.cancelCurrent() ?? false;
+  }
+
+  /**
+   * The worker holding a delivery of this evaluation. A scan rather than an id → worker map: cancels and deadline
+   * extensions are rare, and keeping a map current cost two map writes on every evaluation's hot path.
+   */
+  #holderOf(evaluationId: string): SchedulingWorker | undefined {
+    for (const worker of this.#workers) if (worker.current?.evaluation.id === evaluationId) return worker;
+    return undefined;
   }
 
   pauseWorkers(): void {

@@ -42,8 +42,6 @@ export interface WorkerDeps {
   readonly dequeueTimeoutMs: number;
   readonly syncLimitMs: number;
   readonly maxPlanAttempts: number;
-  /** Called when a delivery starts and ends, so the engine can map evaluation ids to workers. */
-  readonly onDelivery: (worker: SchedulingWorker, evaluationId: string, active: boolean) => void;
 }
 
 /** The delivery a worker holds right now. */
@@ -201,7 +199,6 @@ export class SchedulingWorker {
       return;
     }
     this.#current = { evaluation, token, generation: -1, heartbeatsSeen: 0 };
-    this.#deps.onDelivery(this, evaluation.id, true);
     let minIndex = evaluation.modifyIndex ?? 0;
     try {
       for (let attempt = 1; ; attempt++) {
@@ -275,7 +272,6 @@ export class SchedulingWorker {
     } finally {
       this.#processed++;
       this.#current = undefined;
-      this.#deps.onDelivery(this, evaluation.id, false);
       this.#activity = WorkerActivity.IDLE;
     }
   }
