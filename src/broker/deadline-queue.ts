@@ -35,11 +35,16 @@ export class DeadlineQueue<T extends DeadlineNode> {
   #timerDue = Number.POSITIVE_INFINITY;
   #firing = false;
   readonly #fire = (): void => this.#onTimer();
+  readonly #unref: boolean;
 
-  /** `onDue` is called with each node once it is due, after the node has left the queue. */
-  constructor(clock: Clock, onDue: (node: T) => void) {
+  /**
+   * `onDue` is called with each node once it is due, after the node has left the queue. With `unref` (the
+   * default) the armed timer does not keep the process alive.
+   */
+  constructor(clock: Clock, onDue: (node: T) => void, options: { readonly unref?: boolean } = {}) {
     this.#clock = clock;
     this.#onDue = onDue;
+    this.#unref = options.unref ?? true;
   }
 
   get size(): number {
@@ -92,7 +97,7 @@ export class DeadlineQueue<T extends DeadlineNode> {
   #arm(due: number): void {
     this.#disarm();
     this.#timerDue = due;
-    this.#timer = this.#clock.setTimer(this.#fire, due - this.#clock.now(), { unref: true });
+    this.#timer = this.#clock.setTimer(this.#fire, due - this.#clock.now(), { unref: this.#unref });
   }
 
   #disarm(): void {

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Clock, TimerHandle } from '../clock.js';
+import type { Clock } from '../clock.js';
 import {
   AbortedError,
   BrokerDisabledError,
@@ -16,7 +16,7 @@ import { Entry, EntryState, JobSlot, pendingBefore, ReadyQueue } from './broker-
 import type { BrokerEvents } from './broker-events.js';
 import { brokerMetricsHub, type BrokerGaugeSnapshot, type BrokerMetricsHub } from './broker-metrics.js';
 import { resolveEvalBrokerOptions, type EvalBrokerOptions, type ResolvedEvalBrokerOptions } from './broker-options.js';
-import { DeadlineQueue } from './deadline-queue.js';
+import { DeadlineQueue, type DeadlineNode } from './deadline-queue.js';
 import { assertEvaluation, FAILED_QUEUE, nackDelayMs, type Evaluation } from './evaluation.js';
 import { PriorityHeap } from './priority-heap.js';
 
@@ -53,13 +53,20 @@ export interface EvaluationInfo {
   readonly holdsJobSlot: boolean;
 }
 
-class Waiter {
+/**
+ * A dequeue waiting for work. Its timeout lives in the broker's waiter deadline queue (one clock timer for all of
+ * them), and its signal's abort reaches it through one listener per signal: a timer and a listener per dequeue cost
+ * microseconds on the path from enqueue to an idle worker.
+ */
+class Waiter implements DeadlineNode {
   readonly types: readonly string[];
   readonly resolve: (delivery: Delivery | undefined) => void;
   readonly reject: (error: Error) => void;
-  timer: TimerHandle | undefined = undefined;
-  signal: AbortSignal | undefined = undefined;
-  onAbort: (() => void) | undefined = undefined;
+  due = 0;
+  deadlineIndex = -1;
+  deadlineSeq = 0;
+  /** The waiters of its signal (see #signalWaiters), when it has one. */
+  signalWaiters: Set<Waiter> | undefined = undefined;
 
   constructor(types: readonly string[], resolve: (delivery: Delivery | undefined) => void, reject: (error: Error) => void) {
     this.types = types;
@@ -131,6 +138,10 @@ export class EvalBroker {
   #sweepAt = 4096;
   #cancelable: Entry[] = [];
   readonly #waiters = new Set<Waiter>();
+  /** Dequeue timeouts. Ref'd: a caller awaiting a dequeue with a timeout keeps the process alive, as a timer would. */
+  readonly #waitDeadlines: DeadlineQueue<Waiter>;
+  /** The waiting dequeues of each signal; the signal has one abort listener for all of them, added once. */
+  readonly #bySignal = new WeakMap<AbortSignal, Set<Waiter>>();
 
   #totalReady = 0;
   #totalFailed = 0;
@@ -157,6 +168,14 @@ export class EvalBroker {
     this.#metrics = brokerMetricsHub(this.#options.registry);
     this.#metrics.addSource(this);
     this.#deadlines = new DeadlineQueue<Entry>(this.#clock, (entry) => this.#onDeadline(entry));
+    this.#waitDeadlines = new DeadlineQueue<Waiter>(
+      this.#clock,
+      (waiter) => {
+        this.#dropWaiter(waiter);
+        waiter.resolve(undefined);
+      },
+      { unref: false },
+    );
     this.#tokenPrefix = `${randomUUID().slice(0, 13)}-`;
   }
 
@@ -250,20 +269,11 @@ export class EvalBroker {
     }
     return new Promise<Delivery | undefined>((resolve, reject) => {
       const waiter = new Waiter([...types], resolve, reject);
-      if (timeoutMs > 0) {
-        waiter.timer = this.#clock.setTimer(() => {
-          waiter.timer = undefined;
-          this.#dropWaiter(waiter);
-          resolve(undefined);
-        }, timeoutMs);
-      }
+      if (timeoutMs > 0) this.#waitDeadlines.schedule(waiter, this.#clock.now() + timeoutMs);
       if (signal !== undefined) {
-        waiter.signal = signal;
-        waiter.onAbort = () => {
-          this.#dropWaiter(waiter);
-          reject(new AbortedError('dequeue'));
-        };
-        signal.addEventListener('abort', waiter.onAbort, { once: true });
+        const waiters = this.#signalWaiters(signal);
+        waiters.add(waiter);
+        waiter.signalWaiters = waiters;
       }
       this.#waiters.add(waiter);
     });
@@ -756,9 +766,34 @@ export class EvalBroker {
 
   #dropWaiter(waiter: Waiter): void {
     this.#waiters.delete(waiter);
-    if (waiter.timer !== undefined) this.#clock.clearTimer(waiter.timer);
-    waiter.timer = undefined;
-    if (waiter.signal !== undefined && waiter.onAbort !== undefined) waiter.signal.removeEventListener('abort', waiter.onAbort);
+    this.#waitDeadlines.cancel(waiter);
+    waiter.signalWaiters?.delete(waiter);
+    waiter.signalWaiters = undefined;
+  }
+
+  /**
+   * The set of dequeues waiting with `signal`, with the signal's one abort listener. A caller that reuses a signal
+   * for many dequeues (the scheduling workers do) pays for the listener once, not per dequeue.
+   */
+  #signalWaiters(signal: AbortSignal): Set<Waiter> {
+    let waiters = this.#bySignal.get(signal);
+    if (waiters === undefined) {
+      const mine = new Set<Waiter>();
+      waiters = mine;
+      this.#bySignal.set(signal, mine);
+      signal.addEventListener(
+        'abort',
+        () => {
+          this.#bySignal.delete(signal);
+          for (const waiter of [...mine]) {
+            this.#dropWaiter(waiter);
+            waiter.reject(new AbortedError('dequeue'));
+          }
+        },
+        { once: true },
+      );
+    }
+    return waiters;
   }
 
   #flush(): Evaluation[] {
