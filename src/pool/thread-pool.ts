@@ -441,15 +441,27 @@ export class ThreadPool {
   #flush(): void {
     const { batchSize } = this.#options;
     const open = this.#channels.filter((c): c is Channel => c !== undefined && c.ready && !c.stopping);
-    while (this.#queueHead < this.#queue.length && open.length > 0) {
-      let best: Channel | undefined;
-      for (const c of open) if (best === undefined || c.inflight.size < best.inflight.size) best = c;
-      if (best === undefined || best.inflight.size >= batchSize) break;
-      const waiting = this.#queue.length - this.#queueHead;
-      const share = Math.ceil(waiting / open.length);
-      const take = Math.min(waiting, batchSize - best.inflight.size, Math.max(1, share));
-      this.#send(best, this.#queue.slice(this.#queueHead, this.#queueHead + take));
-      this.#queueHead += take;
+    const waiting = this.#queue.length - this.#queueHead;
+    if (waiting > 0 && open.length > 0) {
+      // Water-fill: each item goes to the thread with the fewest items in flight, counting what this flush already
+      // gave it; then ONE message per thread. (Splitting the queue into shares recomputed after each send sent the
+      // least-loaded thread halves of halves: 20, 10, 5, … items, a message each.)
+      const load = open.map((c) => c.inflight.size);
+      const give = open.map(() => 0);
+      for (let n = 0; n < waiting; n++) {
+        let best = -1;
+        for (let i = 0; i < open.length; i++) if (load[i]! < batchSize && (best < 0 || load[i]! < load[best]!)) best = i;
+        if (best < 0) break;
+        load[best]!++;
+        give[best]!++;
+      }
+      let at = this.#queueHead;
+      for (let i = 0; i < open.length; i++) {
+        if (give[i] === 0) continue;
+        this.#send(open[i]!, this.#queue.slice(at, at + give[i]!));
+        at += give[i]!;
+      }
+      this.#queueHead = at;
     }
     if (this.#queueHead === this.#queue.length) {
       this.#queue = [];
