@@ -65,12 +65,12 @@ export const engineDefaults = Object.freeze({
   syncLimitMs: 5_000,
   maxPlanAttempts: 5,
   cancelGraceMs: 1_000,
-  batchSize: 64,
+  batchSize: 128,
   idleTimeoutMs: 30_000,
   tickMs: 1_000,
   maxPayloadBytes: 1_048_576,
   /** Workers per pool thread when `workers` is not set: enough in flight to fill every thread's batch. */
-  workersPerThread: 64,
+  workersPerThread: 128,
 });
 
 export function defaultThreads(): number {

@@ -35,7 +35,7 @@ export const defaults = Object.freeze({
   seed: 1,
   logLevel: 'info',
   /**
-   * Scheduling workers per thread. The engine's default (64 per thread) suits short evaluations; these run for a
+   * Scheduling workers per thread. The engine's default (128 per thread) suits short evaluations; these run for a
    * fraction of a millisecond to milliseconds and their plans compete for the same nodes, so a few per thread
    * keep the threads busy without every plan racing every other one.
    */
