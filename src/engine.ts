@@ -9,7 +9,7 @@ import type { Clock } from './clock.js';
 import type { BrokerStats } from './broker/eval-broker.js';
 import { InvalidArgumentError, InvalidEvaluationError, InvalidStateError, PayloadTooLargeError, UnknownSchedulerError } from './errors.js';
 import { TypedEmitter } from './events.js';
-import { payloadBytes } from './payload-size.js';
+import { payloadFits } from './payload-size.js';
 import { resolveEngineOptions, type EngineOptions, type ResolvedEngineOptions } from './options.js';
 import { ThreadPool, type ThreadExit, type ThreadPoolStats } from './pool/thread-pool.js';
 import { SlotTable } from './slots/slot-table.js';
@@ -101,9 +101,9 @@ export class Engine {
       // A heartbeat written into the slot since the last look keeps a long scheduler from being redelivered.
       extendNackDeadline: (id, token) => this.#holderOf(id)?.consumeHeartbeat(token) ?? false,
       validatePayload: (payload) => {
-        const bytes = payloadBytes(payload);
-        if (bytes === undefined) throw new InvalidEvaluationError('evaluation.payload', 'a structured-cloneable value', payload);
-        if (bytes > o.maxPayloadBytes) throw new PayloadTooLargeError(bytes, o.maxPayloadBytes);
+        const fits = payloadFits(payload, o.maxPayloadBytes);
+        if (fits === undefined) throw new InvalidEvaluationError('evaluation.payload', 'a structured-cloneable value', payload);
+        if (fits !== true) throw new PayloadTooLargeError(fits, o.maxPayloadBytes);
       },
     });
     // A delivery whose deadline fired has been redelivered: ask its thread to stop working on the old one.
