@@ -757,6 +757,9 @@ export class EvalBroker {
     }
     this.#readyAdded = false;
     for (const waiter of this.#waiters) {
+      // Nothing left to hand out: the other waiters need not be asked (with hundreds of idle workers waiting,
+      // asking each one cost microseconds per enqueue).
+      if (this.#totalReady === 0 && this.#totalFailed === 0) break;
       const queue = this.#pick(waiter.types);
       if (queue === undefined) continue;
       this.#dropWaiter(waiter);
