@@ -81,6 +81,14 @@ export async function piscinaThroughput(threads: number, count: number): Promise
   }
 }
 
+/**
+ * Lets what the last sample set off finish (the worker going back to its dequeue, Piscina's bookkeeping) before the
+ * next one, so each sample starts from an idle engine or pool rather than racing the previous one's tail.
+ */
+function settled(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
 /** enqueue → scheduler entry, one evaluation at a time (idle engine). */
 export async function engineIdleLatency(threads: number, samples: number): Promise<Latency> {
   const engine = await newEngine(threads);
@@ -93,6 +101,7 @@ export async function engineIdleLatency(threads: number, samples: number): Promi
       const t0 = nowUs();
       engine.enqueue({ id: `l${i}`, jobId: `l${i}`, type: 'stamp', priority: 50, payload: { stamps, index } });
       await done;
+      await settled();
       if (i >= 0) latency.recordUs(stamps[index]! - t0);
     }
     return latency;
@@ -111,6 +120,7 @@ export async function piscinaIdleLatency(threads: number, samples: number): Prom
       const index = Math.max(0, i);
       const t0 = nowUs();
       await pool.run({ stamps, index });
+      await settled();
       if (i >= 0) latency.recordUs(stamps[index]! - t0);
     }
     return latency;
