@@ -57,6 +57,8 @@ export class SchedulingWorker {
   readonly #deps: WorkerDeps;
   readonly #slot: number;
   readonly #shutdown = new AbortController();
+  /** Mirrors `#shutdown.signal.aborted`: the loop checks it per evaluation, and AbortSignal's getter is not free. */
+  #shuttingDown = false;
   #status: WorkerStatusValue = WorkerStatus.STARTING;
   #activity: WorkerActivityValue = WorkerActivity.IDLE;
   #current: CurrentDelivery | undefined;
@@ -125,6 +127,7 @@ export class SchedulingWorker {
   /** Asks the loop to end; a waiting dequeue is aborted, the evaluation in hand is finished or nacked. */
   stop(): Promise<void> {
     if (this.#status !== WorkerStatus.STOPPING && this.#status !== WorkerStatus.STOPPED) this.#setStatus(WorkerStatus.STOPPING);
+    this.#shuttingDown = true;
     this.#shutdown.abort();
     this.#interruptDequeue();
     this.#resume?.();
@@ -153,7 +156,7 @@ export class SchedulingWorker {
     const { broker, types, dequeueTimeoutMs, backoff } = this.#deps;
     const signal = this.#shutdown.signal;
     if (this.#status === WorkerStatus.STARTING) this.#setStatus(WorkerStatus.RUNNING);
-    while (!signal.aborted) {
+    while (!this.#shuttingDown) {
       if (this.#status === WorkerStatus.PAUSED) {
         this.#activity = WorkerActivity.IDLE;
         await new Promise<void>((resolve) => (this.#resume = resolve));
@@ -171,7 +174,7 @@ export class SchedulingWorker {
       try {
         delivery = broker.tryDequeue(types) ?? (await broker.dequeue(types, dequeueTimeoutMs, this.#interrupt.signal));
       } catch (error) {
-        if (signal.aborted) break;
+        if (this.#shuttingDown) break;
         if (this.#isPaused()) continue; // pause() aborted the wait: nothing went wrong
         this.#deps.logger.warn({ err: error, worker: this.id }, 'failed to dequeue evaluation');
         this.#activity = WorkerActivity.BACKOFF;
@@ -180,7 +183,7 @@ export class SchedulingWorker {
       }
       backoff.reset();
       if (delivery === undefined) continue;
-      if (signal.aborted) {
+      if (this.#shuttingDown) {
         // The seed: a worker that finds shutdown after a dequeue gives the evaluation back.
         this.#nack(delivery.evaluation, delivery.token, new CanceledError('Engine is stopping'));
         break;
@@ -264,7 +267,7 @@ export class SchedulingWorker {
         // Partial commit: run the scheduler again once the thread's replica shows the state that rejected us.
         minIndex = Math.max(minIndex, result.refreshIndex);
         metrics.planRefreshed();
-        if (this.#shutdown.signal.aborted) {
+        if (this.#shuttingDown) {
           this.#nack(evaluation, token, new CanceledError('Engine is stopping'));
           return;
         }
