@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { getEventListeners } from 'node:events';
 import { FAILED_QUEUE } from '../../src/broker/evaluation.js';
 import { DeliveryLimitError, NackTimeoutReachedError, TickpoolError, UnknownSchedulerError } from '../../src/errors.js';
 import { code, ev, harness, seeded, settled } from './helpers.js';
@@ -325,6 +326,26 @@ describe('waiting dequeues', () => {
     assert.equal(broker.inspect('kept')?.state, 'ready');
     await assert.rejects(broker.dequeue(['service'], 0, controller.signal), code('ERR_ABORTED'), 'an already aborted signal');
     assert.equal(broker.inspect('kept')?.state, 'ready', 'even with work ready');
+  });
+
+  test('a signal reused for many dequeues gets one abort listener, which still aborts the dequeue waiting now', async () => {
+    const { broker, clock } = harness();
+    const controller = new AbortController();
+    for (let i = 0; i < 50; i++) {
+      const p = broker.dequeue(['service'], 1000, controller.signal);
+      if (i % 2 === 0) broker.enqueue(ev(`j${i}`, { id: `e${i}` }));
+      else clock.advance(1000); // the other half time out
+      const got = await p;
+      assert.equal(got?.evaluation.id, i % 2 === 0 ? `e${i}` : undefined);
+      if (got !== undefined) broker.ack(got.evaluation.id, got.token);
+    }
+    assert.equal(getEventListeners(controller.signal, 'abort').length, 1);
+    const waiting = broker.dequeue(['service'], 1000, controller.signal);
+    controller.abort();
+    await assert.rejects(waiting, code('ERR_ABORTED'));
+    assert.equal(broker.waitingDequeues, 0);
+    clock.advance(1000); // its timeout is gone with it: nothing fires twice
+    assert.equal(broker.waitingDequeues, 0);
   });
 });
 
