@@ -107,7 +107,16 @@ export class DueCalendar {
       if (draining !== NONE) {
         const task = this.#bucketHead[draining]!;
         if (task !== NONE) {
-          this.#unlink(task, draining);
+          // Taking the head of a detached bucket: no predecessor to fix, and the bucket is freed below once empty.
+          const links = this.#links;
+          const base = task * LINK_INT32S;
+          const next = links[base + Link.NEXT]!;
+          this.#bucketHead[draining] = next;
+          if (next === NONE) this.#bucketTail[draining] = NONE;
+          else links[next * LINK_INT32S + Link.PREV] = NONE;
+          links[base + Link.NEXT] = NONE;
+          links[base + Link.BUCKET] = NONE;
+          this.#size--;
           return task;
         }
         this.#freeBucket(draining);

@@ -66,3 +66,26 @@ test('every (property): between agrees with repeated next', () => {
     { numRuns: 500, seed: 7 },
   );
 });
+
+test('every (property): next equals the fmod reference for fractional times and huge periods alike', () => {
+  const reference = (period: number, t: number): number => {
+    let base = t - (t % period);
+    if (base > t) base -= period;
+    const next = base + period;
+    return next > t ? next : Infinity;
+  };
+  fc.assert(
+    fc.property(
+      fc.oneof(fc.integer({ min: 1, max: 1000 }), fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER })),
+      fc.oneof(
+        fc.double({ min: -(2 ** 53), max: 2 ** 53, noNaN: true }),
+        fc.integer({ min: -(2 ** 52), max: 2 ** 52 }).map((t) => t + 0.5),
+        fc.constantFrom(2 ** 52, -(2 ** 52), 2 ** 52 - 1, 0, -0),
+      ),
+      (period, t) => {
+        assert.equal(parseSchedule({ every: period }).next(t), reference(period, t), `every ${period} after ${t}`);
+      },
+    ),
+    { numRuns: 5000 },
+  );
+});
