@@ -134,6 +134,7 @@ export class Engine {
       cancelGraceMs: o.cancelGraceMs,
       idleTimeoutMs: o.idleTimeoutMs,
       resourceLimits: o.resourceLimits,
+      respawnBackoff: new Backoff(o.backoff, { clock: o.clock }),
       onThreadExit: (exit) => this.events.emit('engine:thread-exit', exit),
     });
     this.tasks = new EngineTasks({

@@ -18,6 +18,7 @@
  */
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
+import type { Backoff } from '../backoff.js';
 import type { Clock, TimerHandle } from '../clock.js';
 import { ResourceLimitError, ThreadExitedError, TickpoolError, fromWire, toWire, type WireError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
@@ -63,6 +64,11 @@ export interface ThreadPoolOptions {
   /** A thread above `minThreads` idle this long is stopped. */
   readonly idleTimeoutMs: number;
   readonly resourceLimits?: ResourceLimits | undefined;
+  /**
+   * Spaces the replacements of a thread that keeps dying before it is ready (a module that now fails to import,
+   * limits too small to boot): without it the pool would spawn threads in a loop as fast as they die.
+   */
+  readonly respawnBackoff: Backoff;
   /** Told when a thread ended unexpectedly (crash, resource limit, termination) and how many items it held. */
   readonly onThreadExit?: (exit: ThreadExit) => void;
 }
@@ -135,6 +141,8 @@ export class ThreadPool {
   #starting = false;
   /** Why a thread died before it was ever ready while `start()` waited. */
   #bootFailure: TickpoolError | undefined;
+  /** Thread indexes waiting out the respawn backoff after a boot failure. */
+  readonly #respawning = new Set<number>();
   /** Slot → generation whose cancel grace timer is armed (one timer per canceled item). */
   readonly #graceArmed = new Map<number, number>();
 
@@ -336,6 +344,7 @@ export class ThreadPool {
       case 'ready':
         channel.ready = true;
         channel.booted = true;
+        this.#options.respawnBackoff.reset();
         this.#notifyReady();
         this.#flush();
         return;
@@ -399,8 +408,32 @@ export class ThreadPool {
       this.#notifyReady();
       return;
     }
-    if (!this.#stopping && !channel.stopping) this.#spawn(channel.index);
+    if (!this.#stopping && !channel.stopping) this.#respawn(channel);
     else if (!this.#stopping && this.#queueHead < this.#queue.length) this.#flush();
+  }
+
+  /**
+   * Replaces a thread that ended. One that had served work is replaced at once (its death was the work's doing,
+   * and the delivery limit bounds that); one that died before it was ever ready is replaced after the next
+   * respawn backoff delay, which grows while boots keep failing and resets once a thread is ready.
+   */
+  #respawn(channel: Channel): void {
+    const index = channel.index;
+    if (channel.booted) {
+      this.#spawn(index);
+      return;
+    }
+    const delay = this.#options.respawnBackoff.nextDelay();
+    this.#options.logger.warn({ thread: index, retryInMs: delay }, 'pool thread died before it was ready; replacing it after a backoff');
+    this.#respawning.add(index);
+    this.#options.clock.setTimer(
+      () => {
+        this.#respawning.delete(index);
+        if (!this.#stopping && this.#channels[index] === undefined) this.#spawn(index);
+      },
+      delay,
+      { unref: true },
+    );
   }
 
   #describeExit(channel: Channel, error: unknown): TickpoolError {
@@ -508,7 +541,7 @@ export class ThreadPool {
     const live = this.#channels.filter((c) => c !== undefined && !c.dead).length;
     if (live >= this.#options.maxThreads) return;
     for (let i = 0; i < this.#options.maxThreads; i++) {
-      if (this.#channels[i] === undefined) {
+      if (this.#channels[i] === undefined && !this.#respawning.has(i)) {
         this.#spawn(i);
         return;
       }

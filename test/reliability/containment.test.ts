@@ -271,3 +271,63 @@ test('an engine with no schedulers (tasks only) runs its tasks; its workers wait
   await engine.stop();
   assert.ok(engine.stats().workers.every((w) => w.status === 'stopped'));
 });
+
+test('a thread that keeps dying before it is ready is replaced after a growing backoff, not in a loop', { timeout: 60_000 }, async (t) => {
+  const clock = new ManualClock(T0);
+  const engine = await started({
+    clock,
+    threads: 1,
+    schedulers: { bomb: fixture('boot-bomb') },
+    backoff: { baselineMs: 100, limitMs: 1_000, factor: 4 },
+    broker: { initialNackDelayMs: 0, subsequentNackDelayMs: 0 },
+  });
+  // The clock is manual and pool threads are unref'd: while a thread boots, nothing else would keep this process's
+  // event loop alive.
+  const keepAlive = setInterval(() => {}, 1_000);
+  t.after(() => {
+    clearInterval(keepAlive);
+    delete process.env['TICKPOOL_TEST_BOOT_BOMB'];
+  });
+  const exits: string[] = [];
+  let onExit: (() => void) | undefined;
+  engine.events.on('engine:thread-exit', ({ reason }) => {
+    exits.push(reason.code);
+    onExit?.();
+  });
+  const nextExit = (): Promise<void> => new Promise((resolve) => (onExit = resolve));
+  const threads = (): number => engine.stats().pool.threads;
+
+  // From now on a new thread cannot import the module; the running one is asked to end itself.
+  process.env['TICKPOOL_TEST_BOOT_BOMB'] = '1';
+  let exited = nextExit();
+  engine.enqueue(evaluation('die', 'bomb', { exit: true }));
+  await exited; // the thread that had served work: replaced at once
+  exited = nextExit();
+  await exited; // its replacement died before it was ready
+  await turns();
+  assert.equal(threads(), 0, 'no replacement until the backoff delay has passed');
+  clock.advance(99);
+  await turns();
+  assert.equal(threads(), 0);
+  exited = nextExit();
+  clock.advance(1);
+  assert.equal(threads(), 1, 'replaced after 100 ms');
+  await exited;
+  await turns();
+  clock.advance(399);
+  await turns();
+  assert.equal(threads(), 0, 'the next delay is 400 ms');
+  exited = nextExit();
+  clock.advance(1);
+  assert.equal(threads(), 1);
+  await exited;
+  assert.deepEqual(exits, ['ERR_THREAD_EXITED', 'ERR_THREAD_EXITED', 'ERR_THREAD_EXITED', 'ERR_THREAD_EXITED']);
+  // Nothing is lost meanwhile: the evaluation is back in the broker or waiting in the pool for a thread.
+  const stopping = engine.stop({ graceMs: 100 });
+  await turns();
+  clock.advance(100); // the grace period (on the engine's clock), then the cooperative window
+  await turns();
+  clock.advance(100);
+  await stopping;
+  assert.notEqual(engine.broker.inspect('die'), undefined, 'the evaluation is still held by the broker');
+});
