@@ -114,7 +114,7 @@ export class DueCalendar {
           this.#bucketHead[draining] = next;
           if (next === NONE) this.#bucketTail[draining] = NONE;
           else links[next * LINK_INT32S + Link.PREV] = NONE;
-          links[base + Link.NEXT] = NONE;
+          // NEXT and PREV of a task out of the calendar are never read (BUCKET says it is out) and `set` writes both.
           links[base + Link.BUCKET] = NONE;
           this.#size--;
           return task;
