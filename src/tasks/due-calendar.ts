@@ -1,6 +1,9 @@
 import { growFloat64, growInt32 } from './growable.js';
 
-/** Per-task link words, packed so that one task's links share a cache line (ticks walk tasks in random order). */
+/**
+ * Per-task link words, packed so that one task's links share a cache line (ticks walk tasks in random order). The
+ * PREV word of a bucket's head is not kept up to date: `#bucketHead` says which task is the head.
+ */
 const Link = Object.freeze({ NEXT: 0, PREV: 1, BUCKET: 2 });
 const LINK_INT32S = 3;
 const NONE = -1;
@@ -111,10 +114,11 @@ export class DueCalendar {
           const links = this.#links;
           const base = task * LINK_INT32S;
           const next = links[base + Link.NEXT]!;
+          // Only the head pointer moves: the new head's PREV word goes stale (heads are known by #bucketHead), and
+          // the links of a task out of the calendar are never read (BUCKET says it is out; `set` writes them all).
+          // Not touching the next task's links here saved a store to a cold cache line per due task.
           this.#bucketHead[draining] = next;
           if (next === NONE) this.#bucketTail[draining] = NONE;
-          else links[next * LINK_INT32S + Link.PREV] = NONE;
-          // NEXT and PREV of a task out of the calendar are never read (BUCKET says it is out) and `set` writes both.
           links[base + Link.BUCKET] = NONE;
           this.#size--;
           return task;
@@ -138,17 +142,17 @@ export class DueCalendar {
     const links = this.#links;
     const base = task * LINK_INT32S;
     const next = links[base + Link.NEXT]!;
-    const prev = links[base + Link.PREV]!;
-    if (prev === NONE) this.#bucketHead[bucket] = next;
+    // A bucket's head is known by `#bucketHead`, never by its PREV word, which popDue leaves stale on purpose.
+    const isHead = this.#bucketHead[bucket] === task;
+    const prev = isHead ? NONE : links[base + Link.PREV]!;
+    if (isHead) this.#bucketHead[bucket] = next;
     else links[prev * LINK_INT32S + Link.NEXT] = next;
     if (next === NONE) this.#bucketTail[bucket] = prev;
     else links[next * LINK_INT32S + Link.PREV] = prev;
-    links[base + Link.NEXT] = NONE;
-    links[base + Link.PREV] = NONE;
     links[base + Link.BUCKET] = NONE;
     this.#size--;
     // An emptied bucket leaves at once, so `earliest()` never names an instant with nothing due (no idle wake-up).
-    if (next === NONE && prev === NONE && bucket !== this.#draining) {
+    if (next === NONE && isHead && bucket !== this.#draining) {
       this.#heapRemove(bucket);
       this.#bucketByDue.delete(this.#bucketDue[bucket]!);
       if (this.#cachedBucket === bucket) this.#cachedBucket = NONE;
