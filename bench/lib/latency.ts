@@ -9,6 +9,12 @@ export class Latency {
     this.#histogram.record(Math.max(1, Math.round(us * 1000)));
   }
 
+  /** Adds every sample of `other` to this one (rounds of one comparison are merged this way). */
+  merge(other: Latency): this {
+    this.#histogram.add(other.#histogram);
+    return this;
+  }
+
   get count(): number {
     return this.#histogram.count;
   }
