@@ -252,6 +252,29 @@ export class EvalBroker {
    * While the broker is paused it waits (its timeout keeps running) and is served on resume.
    */
   dequeue(types: readonly string[], timeoutMs: number, signal?: AbortSignal): Promise<Delivery | undefined> {
+    return new Promise<Delivery | undefined>((resolve, reject) => {
+      this.dequeueWith(types, timeoutMs, signal, (error, delivery) => (error === undefined ? resolve(delivery) : reject(error)));
+    });
+  }
+
+  /**
+   * `dequeue` with a callback instead of a promise, for a consumer on the main thread that wants to act on a
+   * delivery at once: `callback` runs synchronously inside the call that makes an evaluation available to it (an
+   * enqueue, an ack that promotes a pending evaluation, a resume), or inside `dequeueWith` itself when one is
+   * ready now or the arguments are wrong. It is called exactly once, with an error or with the delivery
+   * (`undefined` on timeout). The engine's scheduling workers use it so that an idle worker sends an evaluation to
+   * its thread within the enqueue, without waiting for a promise job. A callback that throws is logged; the
+   * delivery it was given stays outstanding until acked or its nack deadline redelivers it.
+   */
+  dequeueWith(
+    types: readonly string[],
+    timeoutMs: number,
+    signal: AbortSignal | undefined,
+    callback: (error: Error | undefined, delivery: Delivery | undefined) => void,
+  ): void {
+    if (typeof callback !== 'function') throw new InvalidArgumentError('callback', 'a function', callback);
+    const resolve = (delivery: Delivery | undefined): void => this.#callBack(callback, undefined, delivery);
+    const reject = (error: Error): void => this.#callBack(callback, error, undefined);
     try {
       assertTypes(types);
       if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs < 0) {
@@ -259,24 +282,31 @@ export class EvalBroker {
       }
       if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidArgumentError('signal', 'an AbortSignal or undefined', signal);
     } catch (error) {
-      return Promise.reject(error as Error);
+      reject(error as Error);
+      return;
     }
-    if (!this.#enabled) return Promise.reject(new BrokerDisabledError('dequeue'));
-    if (signal?.aborted) return Promise.reject(new AbortedError('dequeue'));
+    if (!this.#enabled) return reject(new BrokerDisabledError('dequeue'));
+    if (signal?.aborted) return reject(new AbortedError('dequeue'));
     if (!this.#paused) {
       const queue = this.#pick(types);
-      if (queue !== undefined) return Promise.resolve(this.#deliver(queue));
+      if (queue !== undefined) return resolve(this.#deliver(queue));
     }
-    return new Promise<Delivery | undefined>((resolve, reject) => {
-      const waiter = new Waiter([...types], resolve, reject);
-      if (timeoutMs > 0) this.#waitDeadlines.schedule(waiter, this.#clock.now() + timeoutMs);
-      if (signal !== undefined) {
-        const waiters = this.#signalWaiters(signal);
-        waiters.add(waiter);
-        waiter.signalWaiters = waiters;
-      }
-      this.#waiters.add(waiter);
-    });
+    const waiter = new Waiter([...types], resolve, reject);
+    if (timeoutMs > 0) this.#waitDeadlines.schedule(waiter, this.#clock.now() + timeoutMs);
+    if (signal !== undefined) {
+      const waiters = this.#signalWaiters(signal);
+      waiters.add(waiter);
+      waiter.signalWaiters = waiters;
+    }
+    this.#waiters.add(waiter);
+  }
+
+  #callBack(callback: (error: Error | undefined, delivery: Delivery | undefined) => void, error: Error | undefined, delivery: Delivery | undefined): void {
+    try {
+      callback(error, delivery);
+    } catch (thrown) {
+      this.#logger.error({ err: thrown, evalId: delivery?.evaluation.id }, 'dequeue callback threw');
+    }
   }
 
   /** Completes a delivery. The job's best pending evaluation is promoted; its other pending ones become cancelable. */

@@ -6,7 +6,7 @@
  * reads cancel and writes heartbeats there.
  */
 import { Backoff } from '../backoff.js';
-import type { EvalBroker } from '../broker/eval-broker.js';
+import type { Delivery, EvalBroker } from '../broker/eval-broker.js';
 import type { Evaluation } from '../broker/evaluation.js';
 import type { Clock } from '../clock.js';
 import {
@@ -51,6 +51,12 @@ export interface CurrentDelivery {
   generation: number;
   /** Heartbeats seen when the nack deadline was last extended. */
   heartbeatsSeen: number;
+}
+
+/** What a dequeue gave the loop: a delivery (or none, on timeout), and its processing if that already started. */
+interface Taken {
+  readonly delivery: Delivery | undefined;
+  readonly processing: Promise<void> | undefined;
 }
 
 export class SchedulingWorker {
@@ -170,9 +176,10 @@ export class SchedulingWorker {
         break;
       }
       this.#activity = WorkerActivity.DEQUEUING;
-      let delivery: { evaluation: Evaluation; token: string } | undefined;
+      let taken: Taken;
       try {
-        delivery = broker.tryDequeue(types) ?? (await broker.dequeue(types, dequeueTimeoutMs, this.#interrupt.signal));
+        const ready = broker.tryDequeue(types);
+        taken = ready !== undefined ? { delivery: ready, processing: undefined } : await this.#waitForDelivery(dequeueTimeoutMs);
       } catch (error) {
         if (this.#shuttingDown) break;
         if (this.#isPaused()) continue; // pause() aborted the wait: nothing went wrong
@@ -182,7 +189,12 @@ export class SchedulingWorker {
         continue;
       }
       backoff.reset();
+      const { delivery, processing } = taken;
       if (delivery === undefined) continue;
+      if (processing !== undefined) {
+        await processing;
+        continue;
+      }
       if (this.#shuttingDown) {
         // The seed: a worker that finds shutdown after a dequeue gives the evaluation back.
         this.#nack(delivery.evaluation, delivery.token, new CanceledError('Engine is stopping'));
@@ -193,6 +205,22 @@ export class SchedulingWorker {
     this.#activity = WorkerActivity.IDLE;
     if (this.#status !== WorkerStatus.STOPPING) this.#setStatus(WorkerStatus.STOPPING);
     this.#setStatus(WorkerStatus.STOPPED);
+  }
+
+  /**
+   * Waits in the broker for an evaluation. When one comes, its processing starts inside the broker's callback:
+   * `#process` runs synchronously up to the dispatch, so the evaluation is on its way to a thread before the
+   * enqueue that made it available returns, instead of after a promise job. A delivery that finds the worker
+   * stopping is handed back to the loop unstarted (the loop nacks it).
+   */
+  #waitForDelivery(timeoutMs: number): Promise<Taken> {
+    return new Promise<Taken>((resolve, reject) => {
+      this.#deps.broker.dequeueWith(this.#deps.types, timeoutMs, this.#interrupt.signal, (error, delivery) => {
+        if (error !== undefined) reject(error);
+        else if (delivery === undefined || this.#shuttingDown) resolve({ delivery, processing: undefined });
+        else resolve({ delivery, processing: this.#process(delivery.evaluation, delivery.token) });
+      });
+    });
   }
 
   async #process(evaluation: Evaluation, token: string): Promise<void> {

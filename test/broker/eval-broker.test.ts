@@ -328,6 +328,33 @@ describe('waiting dequeues', () => {
     assert.equal(broker.inspect('kept')?.state, 'ready', 'even with work ready');
   });
 
+  test('dequeueWith calls back inside the enqueue that makes work available, once, and survives a throwing callback', () => {
+    const { broker, clock } = harness();
+    const calls: Array<[string | undefined, string | undefined]> = [];
+    broker.dequeueWith(['service'], 1000, undefined, (error, delivery) => calls.push([error?.name, delivery?.evaluation.id]));
+    assert.equal(calls.length, 0, 'nothing ready yet');
+    broker.enqueue(ev('j1', { id: 'a' }));
+    assert.deepEqual(calls, [[undefined, 'a']], 'called before enqueue returned');
+    broker.enqueue(ev('j2', { id: 'b' }));
+    assert.equal(calls.length, 1, 'exactly once');
+    // Ready now: called from dequeueWith itself. Wrong arguments: called with the typed error.
+    broker.dequeueWith(['service'], 1000, undefined, (error, delivery) => calls.push([error?.name, delivery?.evaluation.id]));
+    broker.dequeueWith([], 1000, undefined, (error, delivery) => calls.push([(error as TickpoolError | undefined)?.code, delivery?.evaluation.id]));
+    assert.deepEqual(calls.slice(1), [[undefined, 'b'], ['ERR_INVALID_ARGUMENT', undefined]]);
+    // A timeout calls back with nothing.
+    broker.dequeueWith(['service'], 1000, undefined, (error, delivery) => calls.push([error?.name, delivery?.evaluation.id]));
+    clock.advance(1000);
+    assert.deepEqual(calls.at(-1), [undefined, undefined]);
+    // A callback that throws does not break the enqueue; its delivery stays outstanding until its deadline.
+    broker.dequeueWith(['service'], 0, undefined, () => {
+      throw new Error('consumer bug');
+    });
+    broker.enqueue(ev('j3', { id: 'c' }));
+    assert.equal(broker.inspect('c')?.state, 'unacked');
+    broker.enqueue(ev('j4', { id: 'd' }));
+    assert.equal(broker.inspect('d')?.state, 'ready', 'the broker still works');
+  });
+
   test('a signal reused for many dequeues gets one abort listener, which still aborts the dequeue waiting now', async () => {
     const { broker, clock } = harness();
     const controller = new AbortController();
