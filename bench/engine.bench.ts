@@ -14,7 +14,7 @@ import type { BenchResult } from './lib/types.js';
 
 const fixture = (name: string): URL => new URL(`./fixtures/${name}.js`, import.meta.url);
 /** Alternating rounds of the idle-latency comparison. */
-const IDLE_ROUNDS = 6;
+const IDLE_ROUNDS = 10;
 
 export interface EngineBenchOptions {
   readonly threads?: number;
