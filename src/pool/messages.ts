@@ -2,13 +2,14 @@
  * Messages between the main thread and pool threads: discriminated unions, handled with exhaustive switches.
  * Imported by both sides, so it holds types and tiny helpers only.
  *
- * One `work` message carries the change sets a thread has not seen yet followed by new items. A port delivers
+ * One work message carries the change sets a thread has not seen yet followed by new items. A port delivers
  * messages in order, so a thread always applies every commit that preceded an item before it runs that item.
- * Items and outcomes travel in the compact form of `wire.ts`; `WorkItem` and `ItemOutcome` are their decoded shape.
+ * Work and outcomes travel as the flat arrays of `wire.ts` (told apart from the other messages, which are objects,
+ * by being arrays); `WorkItem` and `ItemOutcome` are their decoded shape.
  */
 import type { WireError } from '../errors.js';
 import type { ChangeSet } from '../state/types.js';
-import type { ResultBatch, WorkBatch } from './wire.js';
+import type { ResultMessage, WorkMessage } from './wire.js';
 
 /** A module reference resolved on main: an absolute `file:` URL and the export to call. */
 export interface ModuleRef {
@@ -61,7 +62,7 @@ export type WorkItem = EvalItem | RunItem;
 export interface ThreadInit {
   readonly threadIndex: number;
   readonly slotBuffer: SharedArrayBuffer;
-  /** Per-thread shared words (`ThreadBoard`): applied index, doorbell. */
+  /** Shared words of every thread (`ThreadBoard`): committed index, applied index, busy time. */
   readonly boardBuffer: SharedArrayBuffer;
   readonly schedulers: Readonly<Record<string, ModuleRef>>;
   readonly handlers: Readonly<Record<string, ModuleRef>>;
@@ -69,10 +70,7 @@ export interface ThreadInit {
   readonly logLevel: string;
 }
 
-export type MainToThread =
-  | { readonly type: 'work'; readonly changes: readonly ChangeSet[]; readonly batch: WorkBatch }
-  | { readonly type: 'reset'; readonly full: ChangeSet }
-  | { readonly type: 'stop' };
+export type MainToThread = WorkMessage | { readonly type: 'reset'; readonly full: ChangeSet } | { readonly type: 'stop' };
 
 export type ItemOutcome =
   /** `waitedMs`: time spent in waitForIndex before the scheduler ran. */
@@ -82,10 +80,20 @@ export type ItemOutcome =
   | { readonly seq: number; readonly status: 'canceled' };
 
 export type ThreadToMain =
+  | ResultMessage
   | { readonly type: 'ready'; readonly threadIndex: number }
-  | { readonly type: 'results'; readonly batch: ResultBatch }
   /** The replica saw a gap in the change stream and needs a full state. */
   | { readonly type: 'resync'; readonly appliedIndex: number };
+
+/** A work message (an array), as opposed to main's control messages (objects). */
+export function isWorkMessage(message: MainToThread): message is WorkMessage {
+  return Array.isArray(message);
+}
+
+/** A results message (an array), as opposed to a thread's control messages (objects). */
+export function isResultMessage(message: ThreadToMain): message is ResultMessage {
+  return Array.isArray(message);
+}
 
 export function assertNever(value: never): never {
   throw new Error(`Unexpected message: ${JSON.stringify(value)}`);

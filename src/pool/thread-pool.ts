@@ -27,9 +27,9 @@ import type { SlotTable } from '../slots/slot-table.js';
 import type { StateStore } from '../state/state-store.js';
 import type { ChangeSet } from '../state/types.js';
 import type { EvalItem, ItemOutcome, MainToThread, ModuleRef, RunItem, ThreadInit, ThreadToMain, WorkItem } from './messages.js';
-import { assertNever } from './messages.js';
+import { assertNever, isResultMessage } from './messages.js';
 import { ThreadBoard } from './thread-board.js';
-import { encodeItems, forEachResult } from './wire.js';
+import { encodeWork, forEachResult, type ResultMessage } from './wire.js';
 
 export type Outcome =
   | { readonly status: 'ok'; readonly value: unknown; readonly waitedMs: number }
@@ -340,6 +340,10 @@ export class ThreadPool {
   }
 
   #onMessage(channel: Channel, message: ThreadToMain): void {
+    if (isResultMessage(message)) {
+      this.#onResults(channel, message);
+      return;
+    }
     switch (message.type) {
       case 'ready':
         channel.ready = true;
@@ -348,31 +352,31 @@ export class ThreadPool {
         this.#notifyReady();
         this.#flush();
         return;
-      case 'results': {
-        let count = 0;
-        forEachResult(message.batch, (seq, status, extra, number) => {
-          count++;
-          const pending = channel.inflight.get(seq);
-          if (pending === undefined) return;
-          channel.inflight.delete(seq);
-          this.#settle(pending, toOutcome(status, extra, number));
-        });
-        if (channel.inflight.size === 0) this.#armIdle(channel);
-        if (this.#queueHead < this.#queue.length) this.#flush();
-        if (count > 1) {
-          this.#coalescing = true;
-          this.#scheduleFlush();
-        }
-        return;
-      }
       case 'resync': {
         const full = this.#options.state.full();
         channel.changes = [];
         channel.port.postMessage({ type: 'reset', full } satisfies MainToThread);
-          return;
+        return;
       }
       default:
         assertNever(message);
+    }
+  }
+
+  #onResults(channel: Channel, message: ResultMessage): void {
+    let count = 0;
+    forEachResult(message, (seq, status, extra, number) => {
+      count++;
+      const pending = channel.inflight.get(seq);
+      if (pending === undefined) return;
+      channel.inflight.delete(seq);
+      this.#settle(pending, toOutcome(status, extra, number));
+    });
+    if (channel.inflight.size === 0) this.#armIdle(channel);
+    if (this.#queueHead < this.#queue.length) this.#flush();
+    if (count > 1) {
+      this.#coalescing = true;
+      this.#scheduleFlush();
     }
   }
 
@@ -517,14 +521,14 @@ export class ThreadPool {
     const changes = channel.changes;
     channel.changes = [];
     try {
-      channel.port.postMessage({ type: 'work', changes, batch: encodeItems(batch.map((p) => p.item)) } satisfies MainToThread);
+      channel.port.postMessage(encodeWork(changes, batch.map((p) => p.item)));
     } catch (error) {
       // Something in the batch cannot be cloned; send the commits alone, then each item alone, failing only the
       // items that cannot cross.
-      channel.port.postMessage({ type: 'work', changes, batch: encodeItems([]) } satisfies MainToThread);
+      channel.port.postMessage(encodeWork(changes, []));
       for (const p of batch) {
         try {
-          channel.port.postMessage({ type: 'work', changes: [], batch: encodeItems([p.item]) } satisfies MainToThread);
+          channel.port.postMessage(encodeWork([], [p.item]));
         } catch (cloneError) {
           channel.inflight.delete(p.item.seq);
           this.#settle(p, {

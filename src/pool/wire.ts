@@ -1,23 +1,27 @@
 /**
- * The compact wire form of work items and their outcomes. Structured clone pays per object: wrapping each
+ * The compact wire form of work and of outcomes. Structured clone pays per object on both sides: wrapping each
  * evaluation in an item object with seven fields more than doubled the cost of a batch (0.46 → 0.21 µs per item
- * measured here), and the main thread pays that cost on the dispatch hot path. So the numbers of a batch travel in
- * one flat array, and only what must stay an object (the evaluation, the run, a result value, an error) travels
- * as one. Both threads import this module.
+ * measured here), and an idle dispatch paid about 2 µs more for a message of nested objects (`{ type, changes,
+ * batch: { meta, bodies } }`) than for one flat array, most of it in the thread's wake-to-entry time. So a work
+ * message and a results message are each ONE array: numbers inline, and only what must stay an object (a change
+ * set, the evaluation, the run, a result value, an error) as an element of it. Both threads import this module.
  */
 import type { WireError } from '../errors.js';
+import type { ChangeSet } from '../state/types.js';
 import type { ItemOutcome, WireEvaluation, WireRun, WorkItem } from './messages.js';
 
-/** Numbers per item: kind, seq, slot, generation, attempt, minIndex, syncLimitMs. */
-const ITEM_STRIDE = 7;
+/**
+ * `[changeCount, ...changes, ...items]`, each item ITEM_STRIDE elements: kind, seq, slot, generation, attempt,
+ * minIndex, syncLimitMs, body. Told apart from main's other messages (objects) by being an array.
+ */
+export type WorkMessage = readonly unknown[] & { readonly __work: never };
+
+/** `[seq, status, number, extra]` per outcome. Told apart from a thread's other messages by being an array. */
+export type ResultMessage = readonly unknown[] & { readonly __results: never };
+
+const ITEM_STRIDE = 8;
 const KIND_EVAL = 0;
 const KIND_RUN = 1;
-
-/** A batch of items: `meta` holds ITEM_STRIDE numbers per item, `bodies` one object per item. */
-export interface WorkBatch {
-  readonly meta: number[];
-  readonly bodies: unknown[];
-}
 
 interface RunBody {
   readonly run: WireRun;
@@ -25,98 +29,81 @@ interface RunBody {
   readonly payload: unknown;
 }
 
-export function encodeItems(items: Iterable<WorkItem>): WorkBatch {
-  const meta: number[] = [];
-  const bodies: unknown[] = [];
+export function encodeWork(changes: readonly ChangeSet[], items: Iterable<WorkItem>): WorkMessage {
+  const out: unknown[] = [changes.length];
+  for (const change of changes) out.push(change);
   for (const item of items) {
     if (item.kind === 'eval') {
-      meta.push(KIND_EVAL, item.seq, item.slot, item.generation, item.attempt, item.minIndex, item.syncLimitMs);
-      bodies.push(item.evaluation);
+      out.push(KIND_EVAL, item.seq, item.slot, item.generation, item.attempt, item.minIndex, item.syncLimitMs, item.evaluation);
     } else {
-      meta.push(KIND_RUN, item.seq, item.slot, item.generation, item.attempt, 0, 0);
-      bodies.push({ run: item.run, handler: item.handler, payload: item.payload } satisfies RunBody);
+      out.push(KIND_RUN, item.seq, item.slot, item.generation, item.attempt, 0, 0, { run: item.run, handler: item.handler, payload: item.payload } satisfies RunBody);
     }
   }
-  return { meta, bodies };
+  return out as unknown as WorkMessage;
 }
 
-export function decodeItems(batch: WorkBatch, into: WorkItem[]): void {
-  const { meta, bodies } = batch;
-  for (let i = 0, at = 0; i < bodies.length; i++, at += ITEM_STRIDE) {
-    const seq = meta[at + 1]!;
-    const slot = meta[at + 2]!;
-    const generation = meta[at + 3]!;
-    const attempt = meta[at + 4]!;
-    if (meta[at] === KIND_EVAL) {
+/** Calls `onChange` for each change set in order, then appends the items to `into`; returns how many items. */
+export function decodeWork(message: WorkMessage, onChange: (change: ChangeSet) => void, into: WorkItem[]): number {
+  const changes = message[0] as number;
+  for (let i = 1; i <= changes; i++) onChange(message[i] as ChangeSet);
+  let count = 0;
+  for (let at = changes + 1; at + ITEM_STRIDE <= message.length; at += ITEM_STRIDE, count++) {
+    const seq = message[at + 1] as number;
+    const slot = message[at + 2] as number;
+    const generation = message[at + 3] as number;
+    const attempt = message[at + 4] as number;
+    if (message[at] === KIND_EVAL) {
       into.push({
         kind: 'eval',
         seq,
         slot,
         generation,
         attempt,
-        evaluation: bodies[i] as WireEvaluation,
-        minIndex: meta[at + 5]!,
-        syncLimitMs: meta[at + 6]!,
+        evaluation: message[at + 7] as WireEvaluation,
+        minIndex: message[at + 5] as number,
+        syncLimitMs: message[at + 6] as number,
       });
     } else {
-      const body = bodies[i] as RunBody;
+      const body = message[at + 7] as RunBody;
       into.push({ kind: 'run', seq, slot, generation, attempt, run: body.run, handler: body.handler, payload: body.payload });
     }
   }
+  return count;
 }
 
-/** Numbers per outcome: seq, status, and waitedMs (ok) or retryable (error). */
-const RESULT_STRIDE = 3;
+const RESULT_STRIDE = 4;
 const STATUS_OK = 0;
 const STATUS_ERROR = 1;
 const STATUS_CANCELED = 2;
 
-/** Outcomes: `meta` holds RESULT_STRIDE numbers each; `extra[k]` is the value or error of outcome `extraAt[k]`. */
-export interface ResultBatch {
-  readonly meta: number[];
-  readonly extraAt: number[];
-  readonly extra: unknown[];
-}
-
-export function encodeResults(outcomes: readonly ItemOutcome[]): ResultBatch {
-  const meta: number[] = [];
-  const extraAt: number[] = [];
-  const extra: unknown[] = [];
-  for (let i = 0; i < outcomes.length; i++) {
-    const o = outcomes[i]!;
+/** The number slot holds waitedMs (ok) or retryable as 0/1 (error); extra holds the value (ok) or error. */
+export function encodeResults(outcomes: readonly ItemOutcome[]): ResultMessage {
+  const out: unknown[] = [];
+  for (const o of outcomes) {
     switch (o.status) {
       case 'ok':
-        meta.push(o.seq, STATUS_OK, o.waitedMs);
-        if (o.value !== undefined) {
-          extraAt.push(i);
-          extra.push(o.value);
-        }
+        out.push(o.seq, STATUS_OK, o.waitedMs, o.value);
         break;
       case 'error':
-        meta.push(o.seq, STATUS_ERROR, o.retryable ? 1 : 0);
-        extraAt.push(i);
-        extra.push(o.error);
+        out.push(o.seq, STATUS_ERROR, o.retryable ? 1 : 0, o.error);
         break;
       case 'canceled':
-        meta.push(o.seq, STATUS_CANCELED, 0);
+        out.push(o.seq, STATUS_CANCELED, 0, undefined);
         break;
     }
   }
-  return { meta, extraAt, extra };
+  return out as unknown as ResultMessage;
 }
 
-/** Calls `visit` for each outcome of the batch, in order, without building intermediate objects. */
+/** Calls `visit` for each outcome of the message, in order, without building intermediate objects. */
 export function forEachResult(
-  batch: ResultBatch,
+  message: ResultMessage,
   visit: (seq: number, status: ItemOutcome['status'], extra: unknown, number: number) => void,
 ): void {
-  const { meta, extraAt, extra } = batch;
-  let next = 0;
-  for (let i = 0, at = 0; at < meta.length; i++, at += RESULT_STRIDE) {
-    let value: unknown;
-    if (next < extraAt.length && extraAt[next] === i) value = extra[next++];
-    const status = meta[at + 1] === STATUS_OK ? 'ok' : meta[at + 1] === STATUS_ERROR ? 'error' : 'canceled';
-    visit(meta[at]!, status, value, meta[at + 2]!);
+  for (let at = 0; at + RESULT_STRIDE <= message.length; at += RESULT_STRIDE) {
+    const code = message[at + 1];
+    const status = code === STATUS_OK ? 'ok' : code === STATUS_ERROR ? 'error' : 'canceled';
+    visit(message[at] as number, status, message[at + 3], message[at + 2] as number);
   }
 }
 

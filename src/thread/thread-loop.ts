@@ -11,13 +11,13 @@ import { pino } from 'pino';
 import { CanceledError, toWire } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { ItemOutcome, MainToThread, ThreadInit, ThreadToMain, WorkItem } from '../pool/messages.js';
-import { assertNever } from '../pool/messages.js';
+import { assertNever, isWorkMessage } from '../pool/messages.js';
 import { ThreadPhase } from '../slots/slot-layout.js';
 import { SlotTable } from '../slots/slot-table.js';
 import { Replica } from '../state/replica.js';
 import type { ChangeSet } from '../state/types.js';
 import { ThreadBoard } from '../pool/thread-board.js';
-import { decodeItems, encodeResults } from '../pool/wire.js';
+import { decodeWork, encodeResults } from '../pool/wire.js';
 import { ThreadWorkContext, type ThreadServices } from './context.js';
 import { IndexWaiter } from './index-waiter.js';
 import { ModuleTable, type UserFunction } from './modules.js';
@@ -44,6 +44,7 @@ export class ThreadLoop {
   #awaitingReset = false;
   #stopped: (() => void) | undefined;
   readonly #services: ThreadServices;
+  readonly #applyChangeFn = (change: ChangeSet): void => this.#applyChange(change);
 
   constructor(port: MessagePort, init: ThreadInit) {
     this.#port = port;
@@ -77,17 +78,14 @@ export class ThreadLoop {
   }
 
   #onMessage(message: MainToThread): void {
+    if (isWorkMessage(message)) {
+      if (decodeWork(message, this.#applyChangeFn, this.#queue) > 0 && !this.#draining) {
+        this.#draining = true;
+        void this.#drain();
+      }
+      return;
+    }
     switch (message.type) {
-      case 'work':
-        for (const change of message.changes) this.#applyChange(change);
-        if (message.batch.bodies.length > 0) {
-          decodeItems(message.batch, this.#queue);
-          if (!this.#draining) {
-            this.#draining = true;
-            void this.#drain();
-          }
-        }
-        return;
       case 'reset':
         this.#replica.reset(message.full);
         this.#awaitingReset = false;
@@ -190,16 +188,16 @@ export class ThreadLoop {
     this.#outbox = [];
     this.#lastFlush = performance.now();
     try {
-      this.#port.postMessage({ type: 'results', batch: encodeResults(results) } satisfies ThreadToMain);
+      this.#port.postMessage(encodeResults(results) satisfies ThreadToMain);
     } catch {
       // Some result could not be cloned (a scheduler returned a function, say): send them one by one and turn
       // each one that fails into an error, so one bad value never costs the others their results.
       for (const result of results) {
         try {
-          this.#port.postMessage({ type: 'results', batch: encodeResults([result]) } satisfies ThreadToMain);
+          this.#port.postMessage(encodeResults([result]) satisfies ThreadToMain);
         } catch (error) {
           const failure: ItemOutcome = { seq: result.seq, status: 'error', error: toWire(error), retryable: false };
-          this.#port.postMessage({ type: 'results', batch: encodeResults([failure]) } satisfies ThreadToMain);
+          this.#port.postMessage(encodeResults([failure]) satisfies ThreadToMain);
         }
       }
     }

@@ -1,0 +1,87 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import type { ItemOutcome, WorkItem } from '../../src/pool/messages.js';
+import { isResultMessage, isWorkMessage } from '../../src/pool/messages.js';
+import { decodeWork, encodeResults, encodeWork, forEachResult } from '../../src/pool/wire.js';
+import type { ChangeSet } from '../../src/state/types.js';
+
+const change = (index: number): ChangeSet => ({ index, tables: {} }) as unknown as ChangeSet;
+
+const item: fc.Arbitrary<WorkItem> = fc.oneof(
+  fc.record({
+    kind: fc.constant('eval' as const),
+    seq: fc.nat(),
+    slot: fc.nat(),
+    generation: fc.nat(),
+    attempt: fc.integer({ min: 1, max: 9 }),
+    evaluation: fc.record({ id: fc.string({ minLength: 1 }), type: fc.string({ minLength: 1 }), modifyIndex: fc.nat(), payload: fc.jsonValue() }),
+    minIndex: fc.nat(),
+    syncLimitMs: fc.nat(),
+  }),
+  fc.record({
+    kind: fc.constant('run' as const),
+    seq: fc.nat(),
+    slot: fc.nat(),
+    generation: fc.nat(),
+    attempt: fc.integer({ min: 1, max: 9 }),
+    run: fc.record({ taskId: fc.string(), runId: fc.string(), scheduledFor: fc.nat(), runAt: fc.nat() }),
+    handler: fc.string({ minLength: 1 }),
+    payload: fc.jsonValue(),
+  }),
+);
+
+test('a work message survives a structured clone: change sets in order, then the same items (property)', () => {
+  fc.assert(
+    fc.property(fc.array(fc.nat(1000), { maxLength: 4 }), fc.array(item, { maxLength: 8 }), (indexes, items) => {
+      const message = structuredClone(encodeWork(indexes.map(change), items));
+      assert.ok(isWorkMessage(message));
+      const seen: number[] = [];
+      const decoded: WorkItem[] = [];
+      assert.equal(decodeWork(message, (c) => seen.push(c.index), decoded), items.length);
+      assert.deepEqual(seen, indexes);
+      // The generators make null-prototype objects; a clone is what the thread would see.
+      assert.deepEqual(decoded, structuredClone(items));
+    }),
+    { numRuns: 300 },
+  );
+});
+
+const outcome: fc.Arbitrary<ItemOutcome> = fc.oneof(
+  fc.record({ seq: fc.nat(), status: fc.constant('ok' as const), value: fc.jsonValue(), waitedMs: fc.nat() }),
+  fc.record({
+    seq: fc.nat(),
+    status: fc.constant('error' as const),
+    error: fc.record({
+      name: fc.string(),
+      code: fc.option(fc.string(), { nil: undefined }),
+      message: fc.string(),
+      stack: fc.option(fc.string(), { nil: undefined }),
+      details: fc.constant(undefined),
+    }),
+    retryable: fc.boolean(),
+  }),
+  fc.record({ seq: fc.nat(), status: fc.constant('canceled' as const) }),
+);
+
+test('a results message survives a structured clone with every outcome in order (property)', () => {
+  fc.assert(
+    fc.property(fc.array(outcome, { maxLength: 10 }), (outcomes) => {
+      const message = structuredClone(encodeResults(outcomes));
+      assert.ok(isResultMessage(message));
+      const back: ItemOutcome[] = [];
+      forEachResult(message, (seq, status, extra, number) => {
+        if (status === 'ok') back.push({ seq, status, value: extra, waitedMs: number });
+        else if (status === 'error') back.push({ seq, status, error: extra as never, retryable: number === 1 });
+        else back.push({ seq, status });
+      });
+      assert.deepEqual(back, structuredClone(outcomes));
+    }),
+    { numRuns: 300 },
+  );
+});
+
+test('control messages are objects, never taken for work or results', () => {
+  assert.equal(isWorkMessage({ type: 'stop' }), false);
+  assert.equal(isResultMessage({ type: 'ready', threadIndex: 0 }), false);
+});
