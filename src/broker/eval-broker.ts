@@ -60,20 +60,21 @@ export interface EvaluationInfo {
  */
 class Waiter implements DeadlineNode {
   readonly types: readonly string[];
-  readonly resolve: (delivery: Delivery | undefined) => void;
-  readonly reject: (error: Error) => void;
+  readonly callback: DequeueCallback;
   due = 0;
   deadlineIndex = -1;
   deadlineSeq = 0;
   /** The waiters of its signal (see #signalWaiters), when it has one. */
   signalWaiters: Set<Waiter> | undefined = undefined;
 
-  constructor(types: readonly string[], resolve: (delivery: Delivery | undefined) => void, reject: (error: Error) => void) {
+  constructor(types: readonly string[], callback: DequeueCallback) {
     this.types = types;
-    this.resolve = resolve;
-    this.reject = reject;
+    this.callback = callback;
   }
 }
+
+/** How `dequeueWith` answers: an error, or a delivery (`undefined` on timeout). */
+type DequeueCallback = (error: Error | undefined, delivery: Delivery | undefined) => void;
 
 function assertId(name: string, value: unknown): asserts value is string {
   if (typeof value !== 'string' || value.length === 0) throw new InvalidArgumentError(name, 'a non-empty string', value);
@@ -172,7 +173,7 @@ export class EvalBroker {
       this.#clock,
       (waiter) => {
         this.#dropWaiter(waiter);
-        waiter.resolve(undefined);
+        this.#answer(waiter.callback, undefined, undefined);
       },
       { unref: false },
     );
@@ -266,15 +267,8 @@ export class EvalBroker {
    * its thread within the enqueue, without waiting for a promise job. A callback that throws is logged; the
    * delivery it was given stays outstanding until acked or its nack deadline redelivers it.
    */
-  dequeueWith(
-    types: readonly string[],
-    timeoutMs: number,
-    signal: AbortSignal | undefined,
-    callback: (error: Error | undefined, delivery: Delivery | undefined) => void,
-  ): void {
+  dequeueWith(types: readonly string[], timeoutMs: number, signal: AbortSignal | undefined, callback: DequeueCallback): void {
     if (typeof callback !== 'function') throw new InvalidArgumentError('callback', 'a function', callback);
-    const resolve = (delivery: Delivery | undefined): void => this.#callBack(callback, undefined, delivery);
-    const reject = (error: Error): void => this.#callBack(callback, error, undefined);
     try {
       assertTypes(types);
       if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs < 0) {
@@ -282,16 +276,15 @@ export class EvalBroker {
       }
       if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidArgumentError('signal', 'an AbortSignal or undefined', signal);
     } catch (error) {
-      reject(error as Error);
-      return;
+      return this.#answer(callback, error as Error, undefined);
     }
-    if (!this.#enabled) return reject(new BrokerDisabledError('dequeue'));
-    if (signal?.aborted) return reject(new AbortedError('dequeue'));
+    if (!this.#enabled) return this.#answer(callback, new BrokerDisabledError('dequeue'), undefined);
+    if (signal?.aborted) return this.#answer(callback, new AbortedError('dequeue'), undefined);
     if (!this.#paused) {
       const queue = this.#pick(types);
-      if (queue !== undefined) return resolve(this.#deliver(queue));
+      if (queue !== undefined) return this.#answer(callback, undefined, this.#deliver(queue));
     }
-    const waiter = new Waiter([...types], resolve, reject);
+    const waiter = new Waiter([...types], callback);
     if (timeoutMs > 0) this.#waitDeadlines.schedule(waiter, this.#clock.now() + timeoutMs);
     if (signal !== undefined) {
       const waiters = this.#signalWaiters(signal);
@@ -301,7 +294,8 @@ export class EvalBroker {
     this.#waiters.add(waiter);
   }
 
-  #callBack(callback: (error: Error | undefined, delivery: Delivery | undefined) => void, error: Error | undefined, delivery: Delivery | undefined): void {
+  /** Calls a dequeue's callback; one that throws is logged and cannot break the call that served it. */
+  #answer(callback: DequeueCallback, error: Error | undefined, delivery: Delivery | undefined): void {
     try {
       callback(error, delivery);
     } catch (thrown) {
@@ -793,7 +787,7 @@ export class EvalBroker {
       const queue = this.#pick(waiter.types);
       if (queue === undefined) continue;
       this.#dropWaiter(waiter);
-      waiter.resolve(this.#deliver(queue));
+      this.#answer(waiter.callback, undefined, this.#deliver(queue));
     }
   }
 
@@ -820,7 +814,7 @@ export class EvalBroker {
           this.#bySignal.delete(signal);
           for (const waiter of [...mine]) {
             this.#dropWaiter(waiter);
-            waiter.reject(new AbortedError('dequeue'));
+            this.#answer(waiter.callback, new AbortedError('dequeue'), undefined);
           }
         },
         { once: true },
@@ -856,7 +850,7 @@ export class EvalBroker {
     const waiters = [...this.#waiters];
     for (const waiter of waiters) {
       this.#dropWaiter(waiter);
-      waiter.reject(new BrokerDisabledError('dequeue'));
+      this.#answer(waiter.callback, new BrokerDisabledError('dequeue'), undefined);
     }
     return flushed;
   }
