@@ -53,11 +53,16 @@ export interface CurrentDelivery {
   heartbeatsSeen: number;
 }
 
-/** What a dequeue gave the loop: a delivery (or none, on timeout), and its processing if that already started. */
+/**
+ * What a dequeue gave the loop: a delivery (or none, on timeout) and its processing, already started unless the
+ * worker was stopping when it came.
+ */
 interface Taken {
   readonly delivery: Delivery | undefined;
   readonly processing: Promise<void> | undefined;
 }
+
+const NOTHING: Taken = Object.freeze({ delivery: undefined, processing: undefined });
 
 export class SchedulingWorker {
   readonly #deps: WorkerDeps;
@@ -179,7 +184,7 @@ export class SchedulingWorker {
       let taken: Taken;
       try {
         const ready = broker.tryDequeue(types);
-        taken = ready !== undefined ? { delivery: ready, processing: undefined } : await this.#waitForDelivery(dequeueTimeoutMs);
+        taken = ready !== undefined ? this.#take(ready) : await this.#waitForDelivery(dequeueTimeoutMs);
       } catch (error) {
         if (this.#shuttingDown) break;
         if (this.#isPaused()) continue; // pause() aborted the wait: nothing went wrong
@@ -190,17 +195,13 @@ export class SchedulingWorker {
       }
       backoff.reset();
       const { delivery, processing } = taken;
-      if (delivery === undefined) continue;
       if (processing !== undefined) {
         await processing;
-        continue;
-      }
-      if (this.#shuttingDown) {
+      } else if (delivery !== undefined) {
         // The seed: a worker that finds shutdown after a dequeue gives the evaluation back.
         this.#nack(delivery.evaluation, delivery.token, new CanceledError('Engine is stopping'));
         break;
       }
-      await this.#process(delivery.evaluation, delivery.token);
     }
     this.#activity = WorkerActivity.IDLE;
     if (this.#status !== WorkerStatus.STOPPING) this.#setStatus(WorkerStatus.STOPPING);
@@ -210,17 +211,20 @@ export class SchedulingWorker {
   /**
    * Waits in the broker for an evaluation. When one comes, its processing starts inside the broker's callback:
    * `#process` runs synchronously up to the dispatch, so the evaluation is on its way to a thread before the
-   * enqueue that made it available returns, instead of after a promise job. A delivery that finds the worker
-   * stopping is handed back to the loop unstarted (the loop nacks it).
+   * enqueue that made it available returns, instead of after a promise job.
    */
   #waitForDelivery(timeoutMs: number): Promise<Taken> {
     return new Promise<Taken>((resolve, reject) => {
       this.#deps.broker.dequeueWith(this.#deps.types, timeoutMs, this.#interrupt.signal, (error, delivery) => {
         if (error !== undefined) reject(error);
-        else if (delivery === undefined || this.#shuttingDown) resolve({ delivery, processing: undefined });
-        else resolve({ delivery, processing: this.#process(delivery.evaluation, delivery.token) });
+        else resolve(delivery === undefined ? NOTHING : this.#take(delivery));
       });
     });
+  }
+
+  /** Starts processing a delivery at once, unless the worker is stopping (then the loop gives it back). */
+  #take(delivery: Delivery): Taken {
+    return { delivery, processing: this.#shuttingDown ? undefined : this.#process(delivery.evaluation, delivery.token) };
   }
 
   async #process(evaluation: Evaluation, token: string): Promise<void> {
