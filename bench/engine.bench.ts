@@ -234,19 +234,33 @@ export async function compareIdleLatency(threads: number, samples: number, round
     raw.merge(r);
     engine.merge(e);
   }
+  const notes = `${perRound * rounds} samples each, one at a time, in ${rounds} alternating rounds; ratio = median of the rounds' p50 ratios (${ratios.map((x) => round(x)).join(', ')})`;
+  return latencyComparison(
+    { id: 'engine.idle-latency', name: 'idle dispatch latency (enqueue → scheduler entry)', baseline: 'piscina one-way p50 (>1 = engine faster)', notes },
+    threads,
+    engine,
+    raw,
+    median(ratios),
+  );
+}
+
+/** A latency comparison as the suite reports it: the engine's percentiles, the baseline's p50/p99, the ratio. */
+function latencyComparison(
+  what: { readonly id: string; readonly name: string; readonly baseline: string; readonly notes: string },
+  threads: number,
+  engine: Latency,
+  raw: Latency,
+  ratio: number,
+): LatencyComparison {
   const r = raw.summary();
-  const e = engine.summary();
   const result: BenchResult = {
     scope: 'engine',
-    id: 'engine.idle-latency',
-    name: 'idle dispatch latency (enqueue → scheduler entry)',
-    ratio: round(median(ratios)),
-    baseline: 'piscina one-way p50 (>1 = engine faster)',
-    ...e,
+    ...what,
+    ratio: round(ratio),
+    ...engine.summary(),
     baselineP50Us: r.p50Us,
     baselineP99Us: r.p99Us,
     threads,
-    notes: `${perRound * rounds} samples each, one at a time, in ${rounds} alternating rounds; ratio = median of the rounds' p50 ratios (${ratios.map((x) => round(x)).join(', ')})`,
   };
   return { result, engine, raw };
 }
@@ -262,21 +276,18 @@ export async function compareCancelLatency(threads: number, samples: number): Pr
   const raw = await piscinaCancelLatency(threads, samples);
   globalThis.gc?.();
   const engine = await engineCancelLatency(threads, samples);
-  const r = raw.summary();
-  const e = engine.summary();
-  const result: BenchResult = {
-    scope: 'engine',
-    id: 'engine.cancel-latency',
-    name: 'cancel latency of a CPU-bound run',
-    ratio: round(r.p50Us / e.p50Us),
-    baseline: 'piscina abort p50 (>1 = engine faster)',
-    ...e,
-    baselineP50Us: r.p50Us,
-    baselineP99Us: r.p99Us,
+  return latencyComparison(
+    {
+      id: 'engine.cancel-latency',
+      name: 'cancel latency of a CPU-bound run',
+      baseline: 'piscina abort p50 (>1 = engine faster)',
+      notes: `${samples} samples: engine.cancel() → the spinning scheduler sees it, vs abort() → run() rejects`,
+    },
     threads,
-    notes: `${samples} samples: engine.cancel() → the spinning scheduler sees it, vs abort() → run() rejects`,
-  };
-  return { result, engine, raw };
+    engine,
+    raw,
+    raw.summary().p50Us / engine.summary().p50Us,
+  );
 }
 
 export async function runEngineBench(options: EngineBenchOptions = {}): Promise<BenchResult[]> {
