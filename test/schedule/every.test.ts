@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
+import { EverySchedule } from '../../src/tasks/schedule/every.js';
 import { parseSchedule } from '../../src/tasks/schedule/index.js';
 
 test('every: aligned to whole multiples since the epoch', () => {
@@ -88,4 +89,23 @@ test('every (property): next equals the fmod reference for fractional times and 
     ),
     { numRuns: 5000 },
   );
+});
+
+test('every (property): one schedule asked a sequence of times, repeats included, answers each like a fresh one', () => {
+  // `next` remembers its last answer (every task due at one instant asks about the same time); the memo must never
+  // answer for a different time.
+  fc.assert(
+    fc.property(
+      fc.integer({ min: 1, max: 86_400_000 }),
+      fc.array(fc.oneof(fc.integer({ min: -1e13, max: 1e13 }), fc.constantFrom(0, -0, 1, -1)), { minLength: 1, maxLength: 30 }),
+      (period, times) => {
+        const shared = parseSchedule({ every: period });
+        for (const t of [...times, ...times.slice().reverse()]) {
+          assert.equal(shared.next(t), new EverySchedule(period).next(t), `next(${t}) for every ${period}`);
+        }
+      },
+    ),
+    { numRuns: 500, seed: 11 },
+  );
+  assert.throws(() => parseSchedule({ every: 10 }).next(Number.NaN), { code: 'ERR_INVALID_ARGUMENT' });
 });

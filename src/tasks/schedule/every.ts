@@ -59,6 +59,9 @@ export class EverySchedule implements Schedule {
   readonly kind = 'every' as const;
   readonly key: string;
   readonly #period: number;
+  // The last answer: the tasks due at one instant that share this schedule all ask about the same `afterMs`.
+  #lastAfter = NaN;
+  #lastNext = NaN;
 
   constructor(periodMs: number) {
     this.#period = periodMs;
@@ -70,6 +73,7 @@ export class EverySchedule implements Schedule {
   }
 
   next(afterMs: number): number {
+    if (afterMs === this.#lastAfter) return this.#lastNext;
     checkTime('afterMs', afterMs);
     const period = this.#period;
     let base: number;
@@ -86,9 +90,12 @@ export class EverySchedule implements Schedule {
       base = afterMs - (afterMs % period);
       if (base > afterMs) base -= period;
     }
-    const next = base + period;
+    const sum = base + period;
     // Past 2^53 ms the sum can round back to `afterMs`: no representable time is strictly after it.
-    return next > afterMs ? next : Infinity;
+    const next = sum > afterMs ? sum : Infinity;
+    this.#lastAfter = afterMs;
+    this.#lastNext = next;
+    return next;
   }
 
   between(fromExclusive: number, toInclusive: number, limit: number): number[] {
