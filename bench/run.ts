@@ -29,6 +29,7 @@ import { runScheduleBench } from './schedule.bench.js';
 import { runStateBench } from './state.bench.js';
 import { runMemoryBench } from './memory.bench.js';
 import { runTasksBench } from './tasks.bench.js';
+import { runWakeBench } from './wake.bench.js';
 import { backoffSweep, taskRetrySweep, threadSweep, type BackoffSweepPoint, type TaskRetrySweepPoint, type ThreadSweepPoint } from './sweeps.js';
 
 interface UnitOutput {
@@ -116,6 +117,15 @@ function units(o: RunOptions): Unit[] {
         ],
       };
     },
+  });
+
+  list.push({
+    id: 'engine.wake',
+    scope: 'engine',
+    title: 'waking an idle thread, by mechanism: the floor under the idle-latency figures',
+    // Diagnostic, ~10 s of one-at-a-time messages, and no floor reads it.
+    inCi: false,
+    run: async () => ({ results: await runWakeBench(quick ? 600 : 2000) }),
   });
 
   list.push({

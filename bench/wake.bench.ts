@@ -1,0 +1,103 @@
+/**
+ * How long waking an idle pool thread takes on this machine, by mechanism: the floor under every idle-latency
+ * figure in the suite. One thread, one small message at a time (an evaluation-sized object), main → thread:
+ * - `futex`: `postMessage`, then `Atomics.notify` to a thread in `Atomics.wait`, which takes the message with
+ *   `receiveMessageOnPort` (Piscina's idle path);
+ * - `event-loop`: `postMessage` to a thread idle in its event loop (the engine's pool threads);
+ * - `ring`: the message as JSON bytes in shared memory plus `Atomics.notify` (no MessagePort).
+ * Reported per mechanism: one-way latency (before the send → the thread has the message) and how long the send
+ * itself blocks main, p10/p50/p90 over rounds that alternate the mechanisms.
+ *
+ *   node dist/bench/wake.bench.js [--samples 2000] [--rounds 6]
+ */
+import { MessageChannel, Worker } from 'node:worker_threads';
+import { pathToFileURL } from 'node:url';
+import { Cell, WAKE_BYTES_OFFSET, WAKE_SHARED_BYTES, type WakeMode } from './fixtures/wake-layout.js';
+import { Latency, nowUs } from './lib/latency.js';
+import type { BenchResult } from './lib/types.js';
+import { printTable } from './lib/table.js';
+
+const MODES: readonly WakeMode[] = ['futex', 'event-loop', 'ring'];
+const message = { id: 'eval-000000000001', jobId: 'job-1', type: 'service', priority: 50, status: 'pending', modifyIndex: 12, createIndex: 12 };
+
+async function measure(mode: WakeMode, samples: number, oneWay: Latency, send: Latency): Promise<void> {
+  const shared = new SharedArrayBuffer(WAKE_SHARED_BYTES);
+  const cells = new Int32Array(shared);
+  const stamps = new Float64Array(shared, 0, 2);
+  const bytes = new Uint8Array(shared, WAKE_BYTES_OFFSET);
+  const encoder = new TextEncoder();
+  const { port1, port2 } = new MessageChannel();
+  const worker = new Worker(new URL('./fixtures/wake-thread.js', import.meta.url), { workerData: { mode, shared, port: port2 }, transferList: [port2] });
+  const post = (sequence: number, stop = false): void => {
+    const body = { ...message, sequence, ...(stop ? { stop } : {}) };
+    if (mode === 'ring') {
+      Atomics.store(cells, Cell.LENGTH, encoder.encodeInto(JSON.stringify(body), bytes).written);
+    } else {
+      port1.postMessage(body);
+    }
+    if (mode !== 'event-loop') {
+      Atomics.store(cells, Cell.POSTED, sequence);
+      Atomics.notify(cells, Cell.POSTED);
+    }
+  };
+  const done = async (sequence: number): Promise<void> => {
+    for (;;) {
+      const seen = Atomics.load(cells, Cell.DONE);
+      if (seen === sequence) return;
+      const wait = Atomics.waitAsync(cells, Cell.DONE, seen);
+      if (wait.async) await wait.value;
+    }
+  };
+  try {
+    await new Promise((resolve) => worker.once('online', resolve));
+    for (let i = -100; i < samples; i++) {
+      // A pause, so that the thread is really idle (asleep) when the next message comes.
+      await new Promise((resolve) => setTimeout(resolve, 1));
+      const sequence = i + 101;
+      const t0 = nowUs();
+      post(sequence);
+      const t1 = nowUs();
+      await done(sequence);
+      if (i >= 0) {
+        oneWay.recordUs(stamps[1]! - t0);
+        send.recordUs(t1 - t0);
+      }
+    }
+    post(samples + 101, true);
+    await done(samples + 101);
+  } finally {
+    port1.close();
+    await worker.terminate();
+  }
+}
+
+export async function runWakeBench(samples = 2000, rounds = 6): Promise<BenchResult[]> {
+  const oneWay = new Map(MODES.map((m) => [m, new Latency()]));
+  const send = new Map(MODES.map((m) => [m, new Latency()]));
+  for (let round = 0; round < rounds; round++) {
+    const order = round % 2 === 0 ? MODES : [...MODES].reverse();
+    for (const mode of order) await measure(mode, Math.ceil(samples / rounds), oneWay.get(mode)!, send.get(mode)!);
+  }
+  const us = (l: Latency, p: number): number => Math.round(l.percentileUs(p) * 10) / 10;
+  return MODES.map((mode) => {
+    const o = oneWay.get(mode)!;
+    const s = send.get(mode)!;
+    return {
+      scope: 'engine',
+      id: `wake.${mode}`,
+      name: `wake an idle thread: ${mode}`,
+      p50Us: us(o, 50),
+      p99Us: us(o, 99),
+      threads: 1,
+      notes: `one-way p10/p50/p90 ${us(o, 10)} / ${us(o, 50)} / ${us(o, 90)} µs; the send blocks main p10/p50/p90 ${us(s, 10)} / ${us(s, 50)} / ${us(s, 90)} µs; ${o.count} samples`,
+    } satisfies BenchResult;
+  });
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const arg = (name: string, fallback: number): number => {
+    const at = process.argv.indexOf(name);
+    return at > 0 ? Number(process.argv[at + 1]) : fallback;
+  };
+  printTable('waking an idle thread (1 thread, one message at a time)', await runWakeBench(arg('--samples', 2000), arg('--rounds', 6)));
+}
