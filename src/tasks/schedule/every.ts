@@ -53,15 +53,22 @@ const EXACT_PRODUCTS = 2 ** 52;
 /**
  * `every` schedule, aligned to whole multiples of the period since the epoch, as InfluxDB does: an `every: '1h'`
  * task runs on the hour whenever it was created, and tasks with the same period tick together.
- * Pure arithmetic: no parser, no cache, O(1).
+ * Arithmetic, O(1), plus a memo of its last two answers (an answer is true forever, so the memo is never stale).
  */
 export class EverySchedule implements Schedule {
   readonly kind = 'every' as const;
   readonly key: string;
   readonly #period: number;
-  // The last answer: the tasks due at one instant that share this schedule all ask about the same `afterMs`.
-  #lastAfter = NaN;
-  #lastNext = NaN;
+  /**
+   * The last two answers, written in turn. The tasks due at one instant that share this schedule ask the same
+   * questions: the run's time after their common last scheduled time, then the time after that (the next due,
+   * `planNextRun`). One remembered answer would be overwritten between the two and never hit.
+   */
+  #after0 = NaN;
+  #next0 = NaN;
+  #after1 = NaN;
+  #next1 = NaN;
+  #writeSecond = false;
 
   constructor(periodMs: number) {
     this.#period = periodMs;
@@ -73,7 +80,8 @@ export class EverySchedule implements Schedule {
   }
 
   next(afterMs: number): number {
-    if (afterMs === this.#lastAfter) return this.#lastNext;
+    if (afterMs === this.#after0) return this.#next0;
+    if (afterMs === this.#after1) return this.#next1;
     checkTime('afterMs', afterMs);
     const period = this.#period;
     let base: number;
@@ -93,8 +101,14 @@ export class EverySchedule implements Schedule {
     const sum = base + period;
     // Past 2^53 ms the sum can round back to `afterMs`: no representable time is strictly after it.
     const next = sum > afterMs ? sum : Infinity;
-    this.#lastAfter = afterMs;
-    this.#lastNext = next;
+    if (this.#writeSecond) {
+      this.#after1 = afterMs;
+      this.#next1 = next;
+    } else {
+      this.#after0 = afterMs;
+      this.#next0 = next;
+    }
+    this.#writeSecond = !this.#writeSecond;
     return next;
   }
 
