@@ -30,8 +30,10 @@ const ROW_HEAD = 2;
  *
  * A log keeps runs for seconds to hours, long enough to be promoted out of V8's young generation, and at thousands
  * of runs per second every retained byte per run lengthens the scavenges that delay due runs. So a run's numbers
- * (its two times, then three numbers per state change) share one array of doubles, sized exactly: no boxed double
- * per time field, no object per change, no spare capacity from `push`. 376 → 250 bytes per retained run.
+ * (its two times, then three numbers per state change) share one array of doubles: no boxed double per time field,
+ * no object per change. The array is made with room for the usual three changes (scheduled, started, an end) and
+ * grows to exactly what it holds beyond that, never by `push`'s spare capacity (`tasks.run-log-memory` in the
+ * tasks bench: 376 → 266 bytes per retained run).
  */
 class MutableRun {
   readonly taskId: string;
@@ -41,13 +43,16 @@ class MutableRun {
   attempts = 0;
   error: Error | undefined = undefined;
   #row: number[];
+  /** Numbers of `#row` in use. */
+  #used = ROW_HEAD;
   /** Errors by history entry; absent until an entry has one. */
   errors: Array<Error | undefined> | undefined = undefined;
 
   constructor(taskId: string, runId: string, status: RunStatus, details: RunStateDetails | undefined) {
     this.taskId = taskId;
     this.runId = runId;
-    this.#row = [details?.scheduledFor ?? NaN, details?.runAt ?? NaN];
+    // A literal of numbers: one array of unboxed doubles from the start.
+    this.#row = [details?.scheduledFor ?? NaN, details?.runAt ?? NaN, 0, 0, 0, 0, 0, 0, 0, 0, 0];
     this.status = status;
   }
 
@@ -65,21 +70,24 @@ class MutableRun {
   }
 
   record(status: RunStatus, when: number, attempt: number, error: Error | undefined): void {
+    const at = this.#used;
+    if (at + ENTRY > this.#row.length) {
+      const grown = new Array<number>(at + ENTRY);
+      for (let i = 0; i < at; i++) grown[i] = this.#row[i]!;
+      this.#row = grown;
+    }
     const row = this.#row;
-    const at = row.length;
-    const next = new Array<number>(at + ENTRY);
-    for (let i = 0; i < at; i++) next[i] = row[i]!;
-    next[at] = CODE.get(status)!;
-    next[at + 1] = when;
-    next[at + 2] = attempt;
-    this.#row = next;
+    row[at] = CODE.get(status)!;
+    row[at + 1] = when;
+    row[at + 2] = attempt;
+    this.#used = at + ENTRY;
     if (error !== undefined) (this.errors ??= [])[(at - ROW_HEAD) / ENTRY] = error;
   }
 
   history(): RunStateChange[] {
     const row = this.#row;
     const out: RunStateChange[] = [];
-    for (let i = ROW_HEAD; i < row.length; i += ENTRY) {
+    for (let i = ROW_HEAD; i < this.#used; i += ENTRY) {
       const status = STATUSES[row[i]!]!;
       const when = row[i + 1]!;
       const attempt = row[i + 2]!;
