@@ -1,27 +1,23 @@
 /**
  * Task scheduler benchmarks (issue 4), in one run:
  * 1. claims: claim 1,000,000 idle `every` tasks (maxConcurrency 1) through MemoryDesiredState + TaskScheduler;
- *    bytes per task (heap after GC / n, store and scheduler together) and claims/s. Goal < 300 bytes.
+ *    bytes per task (heap after GC / n, store and scheduler together) and claims/s. Goal < 300 bytes. Also the
+ *    heap bytes per run kept in the default run log (MemoryRunLog).
  * 2. tick vs scan: with 1% of 1,000,000 tasks due per tick, the scheduler's due calendar against a
  *    scan-every-task tick like the seed's `Tick` (a Map of per-task objects, `now >= ts.nextDue()`), both doing
  *    the same minimal work per due task (compute its next due time). A per-task binary heap (the issue's literal
  *    "one heap entry per task") is measured beside them. Goal ≥ 50×.
  * 3. the real `TaskScheduler.tick` with 1M claimed tasks and 1% due: runs created and handed to an in-process
  *    executor, per run; and an idle tick.
- * 4. schedule lag at 10,000 runs/s on the system clock (10,000 `every: '1s'` tasks spread over the second by
- *    `offset`), in a fresh child process: due time → the handler's first line on a pool thread through
- *    `engine.tasks` (what a user sees), and due time → entry of an in-process executor (the scheduler alone).
- *    Goal p99 < 5 ms.
+ * 4. schedule lag at 10,000 runs/s, to a handler on a pool thread and to an in-process executor, each in a
+ *    fresh child process (`schedule-lag.bench.ts`). Goal p99 < 5 ms.
  *
  *   node --expose-gc .build-tasks/bench/tasks.bench.js [--quick] [--json] [--only claims,tick,scheduler,lag]
  */
 import { performance } from 'node:perf_hooks';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pathToFileURL } from 'node:url';
 import { Bench } from 'tinybench';
-import { systemClock, type Clock } from '../src/clock.js';
-import { createEngine } from '../src/engine.js';
+import type { Clock } from '../src/clock.js';
 import { createDefaultLogger } from '../src/observability/logger.js';
 import { SlotTable } from '../src/slots/slot-table.js';
 import { DueCalendar } from '../src/tasks/due-calendar.js';
@@ -30,8 +26,10 @@ import { MemoryRunLog } from '../src/tasks/memory-run-log.js';
 import { parseSchedule, type Schedule } from '../src/tasks/schedule/index.js';
 import { TaskScheduler } from '../src/tasks/task-scheduler.js';
 import type { Task } from '../src/tasks/task.js';
-import { RunStatus, type Executor, type QueuedRun, type RunPromise, type RunResult } from '../src/tasks/types.js';
+import { RunStatus } from '../src/tasks/types.js';
+import { instantExecutor, neverExecutor } from './lib/executors.js';
 import { Latency, round } from './lib/latency.js';
+import { runScheduleLag } from './schedule-lag.bench.js';
 
 export interface TasksBenchResult {
   /** Stable id for floors and JSON consumers (`tasks.tick-vs-scan` is the one the CI floor reads). */
@@ -42,12 +40,11 @@ export interface TasksBenchResult {
   readonly baseline?: string;
   readonly p50Us?: number;
   readonly p99Us?: number;
-  /** Heap bytes per idle claimed task (the claim benchmark). */
+  /** Heap bytes per idle claimed task (the claim benchmark), or per retained run (the run-log benchmark). */
   readonly bytesPerTask?: number;
   readonly notes?: string;
 }
 
-const execFileAsync = promisify(execFile);
 const START = Date.UTC(2026, 0, 1);
 const logger = createDefaultLogger('tickpool-bench');
 
@@ -69,26 +66,6 @@ function frozenClock(now: number): Clock {
   return { now: () => now, setTimer: () => ({ due: Infinity }), clearTimer: () => undefined };
 }
 
-const DONE: Promise<RunResult> = Promise.resolve({});
-
-/** An executor that does nothing and is done at once; `onEntry` sees each run as it enters. */
-function instantExecutor(onEntry?: (run: QueuedRun) => void): Executor {
-  return {
-    execute(run: QueuedRun): RunPromise {
-      onEntry?.(run);
-      return { run: () => run, wait: () => DONE, cancel: () => undefined };
-    },
-  };
-}
-
-function never(): Executor {
-  return {
-    execute() {
-      throw new Error('no run is due in this benchmark');
-    },
-  };
-}
-
 // ── 1. claims ─────────────────────────────────────────────────────────────────────────────────────────────────
 
 async function claims(n: number): Promise<TasksBenchResult[]> {
@@ -97,7 +74,7 @@ async function claims(n: number): Promise<TasksBenchResult[]> {
   const now = START + 1;
   const store = new MemoryDesiredState({ clock: frozenClock(now) });
   const slots = SlotTable.create({ initialSlots: 1024, maxSlots: Math.max(1 << 22, 2 * n) });
-  const scheduler = new TaskScheduler({ desiredState: store, executor: never(), logWriter: new MemoryRunLog(), clock: frozenClock(now), now, slots, logger, tickMs: 0 });
+  const scheduler = new TaskScheduler({ desiredState: store, executor: neverExecutor(), logWriter: new MemoryRunLog(), clock: frozenClock(now), now, slots, logger, tickMs: 0 });
 
   let t0 = performance.now();
   for (let i = 0; i < n; i++) store.putTask({ id: `task-${i}`, every: '1h', maxConcurrency: 1, handler: 'noop' });
@@ -140,6 +117,8 @@ async function claims(n: number): Promise<TasksBenchResult[]> {
  * scavenges that set the schedule lag's p99.
  */
 function runLogMemory(tasks: number, runsPerTask: number): TasksBenchResult[] {
+  const name = `bytes per run kept in MemoryRunLog (${tasks.toLocaleString('en-US')} tasks × ${runsPerTask} runs)`;
+  if (!gc()) return [{ id: 'tasks.run-log-memory', name, notes: 'run with --expose-gc to measure memory' }];
   const log = new MemoryRunLog();
   const owners = Array.from({ length: tasks }, (_, i) => ({ id: `log-${i}` }) as Task);
   let seq = 0;
@@ -160,7 +139,7 @@ function runLogMemory(tasks: number, runsPerTask: number): TasksBenchResult[] {
   return [
     {
       id: 'tasks.run-log-memory',
-      name: `bytes per run kept in MemoryRunLog (${tasks.toLocaleString('en-US')} tasks × ${runsPerTask} runs)`,
+      name,
       bytesPerTask: round(perRun),
       notes: 'B/task column = bytes per retained run (scheduled → started → success): what each run adds to the heap and to scavenges',
     },
@@ -399,96 +378,6 @@ async function schedulerTick(n: number, ticks: number): Promise<TasksBenchResult
   ];
 }
 
-// ── 4. schedule lag ───────────────────────────────────────────────────────────────────────────────────────────
-
-/** Epoch ms with sub-ms precision, on the system timers. */
-const preciseClock: Clock = {
-  now: () => performance.timeOrigin + performance.now(),
-  setTimer: (callback, delayMs) => systemClock.setTimer(callback, delayMs),
-  clearTimer: (handle) => systemClock.clearTimer(handle),
-};
-
-async function scheduleLag(tasks: number, seconds: number): Promise<TasksBenchResult[]> {
-  const lag = new Latency();
-  let measuring = false;
-  let runs = 0;
-  const store = new MemoryDesiredState({ clock: preciseClock });
-  const scheduler = new TaskScheduler({
-    desiredState: store,
-    executor: instantExecutor((run) => {
-      if (!measuring) return;
-      runs++;
-      lag.recordUs((preciseClock.now() - run.runAt) * 1000);
-    }),
-    logWriter: new MemoryRunLog({ maxRunsPerTask: 2 }),
-    clock: preciseClock,
-    logger,
-    tickMs: 0,
-  });
-  // 10,000 runs/s: every task runs each second, spread over the second by its offset (10 tasks per ms).
-  for (let i = 0; i < tasks; i++) {
-    scheduler.claimTask(store.putTask({ id: `lag-${i}`, every: '1s', offset: i % 1000, maxConcurrency: 1, handler: 'noop' }));
-  }
-  scheduler.start();
-  await new Promise<void>((resolve) => setTimeout(resolve, 1_000)); // warm-up
-  measuring = true;
-  const t0 = performance.now();
-  await new Promise<void>((resolve) => setTimeout(resolve, seconds * 1000));
-  measuring = false;
-  const elapsed = (performance.now() - t0) / 1000;
-  await scheduler.stop();
-  const s = lag.summary();
-  return [
-    {
-      id: 'tasks.schedule-lag',
-      name: `schedule lag, due → executor entry, ${Math.round(runs / elapsed).toLocaleString('en-US')} runs/s (in-process executor)`,
-      opsPerSec: Math.round(runs / elapsed),
-      p50Us: s.p50Us,
-      p99Us: s.p99Us,
-      notes: `${tasks.toLocaleString('en-US')} every-1s tasks, offsets spread over the second; system timers (1 ms granularity); p99.9 ${s.p999Us} µs; goal p99 < 5 ms`,
-    },
-  ];
-}
-
-/**
- * The same load through `engine.tasks` on real pool threads: due → the handler's first line on a thread (the
- * `PoolExecutor`, the engine's dispatcher, a thread waking up), which is the lag a user of the engine sees.
- */
-async function poolScheduleLag(tasks: number, seconds: number): Promise<TasksBenchResult[]> {
-  const capacity = tasks * (seconds + 3);
-  const lagsUs = new Float64Array(new SharedArrayBuffer(8 * capacity));
-  const started = new Int32Array(new SharedArrayBuffer(4));
-  const engine = createEngine({ threads: 2, clock: preciseClock, logger, handlers: { lag: new URL('./fixtures/lag-handler.js', import.meta.url) } });
-  await engine.start();
-  try {
-    for (let i = 0; i < tasks; i++) {
-      engine.tasks.add({ id: `pool-lag-${i}`, every: '1s', offset: i % 1000, maxConcurrency: 1, handler: 'lag', payload: { lagsUs, started } });
-    }
-    await new Promise<void>((resolve) => setTimeout(resolve, 1_000)); // warm-up
-    const from = Atomics.load(started, 0);
-    const t0 = performance.now();
-    await new Promise<void>((resolve) => setTimeout(resolve, seconds * 1000));
-    const to = Math.min(Atomics.load(started, 0), capacity);
-    const elapsed = (performance.now() - t0) / 1000;
-    const lag = new Latency();
-    for (let at = from; at < to; at++) lag.recordUs(lagsUs[at]!);
-    const s = lag.summary();
-    const perSecond = Math.round((to - from) / elapsed);
-    return [
-      {
-        id: 'tasks.schedule-lag-pool',
-        name: `schedule lag, due → handler entry on a pool thread, ${perSecond.toLocaleString('en-US')} runs/s (engine.tasks, 2 threads)`,
-        opsPerSec: perSecond,
-        p50Us: s.p50Us,
-        p99Us: s.p99Us,
-        notes: `${tasks.toLocaleString('en-US')} every-1s tasks, offsets spread over the second; PoolExecutor + dispatcher + thread wake-up; p99.9 ${s.p999Us} µs; goal p99 < 5 ms`,
-      },
-    ];
-  } finally {
-    await engine.stop({ graceMs: 1000 });
-  }
-}
-
 export type TasksBenchPart = 'claims' | 'tick' | 'scheduler' | 'lag';
 const PARTS: readonly TasksBenchPart[] = ['claims', 'tick', 'scheduler', 'lag'];
 
@@ -500,40 +389,15 @@ export async function runTasksBench(options: { quick?: boolean; only?: readonly 
   const results: TasksBenchResult[] = [];
   if (only.includes('claims')) {
     results.push(...(await claims(n)));
-    if (gc()) results.push(...runLogMemory(10_000, quick ? 5 : 20));
+    results.push(...runLogMemory(10_000, quick ? 5 : 20));
   }
   gc();
   if (only.includes('tick')) results.push(...(await tickVsScan(n, quick)));
   gc();
   if (only.includes('scheduler')) results.push(...(await schedulerTick(n, quick ? 5 : 20)));
   gc();
-  if (only.includes('lag')) results.push(...(process.env[LAG_CHILD] === '1' ? await lagHere(quick) : await lagInFreshProcess(quick)));
+  if (only.includes('lag')) results.push(...(await runScheduleLag({ quick })));
   return results;
-}
-
-/** Set in the child process that measures schedule lag. */
-const LAG_CHILD = 'TICKPOOL_BENCH_LAG_CHILD';
-
-async function lagHere(quick: boolean): Promise<TasksBenchResult[]> {
-  const seconds = quick ? 2 : 5;
-  const results = await poolScheduleLag(10_000, seconds);
-  results.push(...(await scheduleLag(10_000, seconds)));
-  return results;
-}
-
-/**
- * Schedule lag is measured in a process of its own. Lag p99 is set by garbage-collection pauses, and a process
- * that has just held a million tasks and run forced full collections (the parts before this one, and the other
- * scopes of the suite) has a shrunken heap that collects several times as often as a service's: measured here,
- * p99 2.7–3.5 ms in a fresh process against 5–8 ms after the other parts.
- */
-async function lagInFreshProcess(quick: boolean): Promise<TasksBenchResult[]> {
-  const args = [fileURLToPath(import.meta.url), '--only', 'lag', '--json', ...(quick ? ['--quick'] : [])];
-  const { stdout } = await execFileAsync(process.execPath, args, { env: { ...process.env, [LAG_CHILD]: '1' }, maxBuffer: 16 << 20 });
-  // Log lines (pino, one JSON object per line) may come first; the results are the one JSON array.
-  const start = stdout.startsWith('[') ? 0 : stdout.indexOf('\n[') + 1;
-  if (start === 0 && !stdout.startsWith('[')) throw new Error(`Expected the lag results as a JSON array, got: ${stdout.slice(0, 200)}`);
-  return JSON.parse(stdout.slice(start)) as TasksBenchResult[];
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
