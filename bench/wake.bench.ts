@@ -10,9 +10,10 @@
  *
  *   node dist/bench/wake.bench.js [--samples 2000] [--rounds 6]
  */
+import { once } from 'node:events';
 import { MessageChannel, Worker } from 'node:worker_threads';
 import { pathToFileURL } from 'node:url';
-import { Cell, WAKE_BYTES_OFFSET, WAKE_SHARED_BYTES, type WakeMode } from './fixtures/wake-layout.js';
+import { Cell, STAMP_INDEX, WAKE_BYTES_OFFSET, WAKE_SHARED_BYTES, type WakeMode } from './fixtures/wake-layout.js';
 import { Latency, nowUs } from './lib/latency.js';
 import type { BenchResult } from './lib/types.js';
 import { printTable } from './lib/table.js';
@@ -23,7 +24,7 @@ const message = { id: 'eval-000000000001', jobId: 'job-1', type: 'service', prio
 async function measure(mode: WakeMode, samples: number, oneWay: Latency, send: Latency): Promise<void> {
   const shared = new SharedArrayBuffer(WAKE_SHARED_BYTES);
   const cells = new Int32Array(shared);
-  const stamps = new Float64Array(shared, 0, 2);
+  const stamps = new Float64Array(shared, 0, 1);
   const bytes = new Uint8Array(shared, WAKE_BYTES_OFFSET);
   const encoder = new TextEncoder();
   const { port1, port2 } = new MessageChannel();
@@ -40,7 +41,13 @@ async function measure(mode: WakeMode, samples: number, oneWay: Latency, send: L
       Atomics.notify(cells, Cell.POSTED);
     }
   };
-  const done = async (sequence: number): Promise<void> => {
+  // A thread that throws or exits early fails the measurement instead of leaving `done` waiting forever.
+  const failed = new Promise<never>((_, reject) => {
+    worker.once('error', reject);
+    worker.once('exit', (code) => reject(new Error(`Expected the ${mode} thread to answer, but it exited with ${code}`)));
+  });
+  failed.catch(() => undefined); // it also settles when the thread is terminated at the end
+  const answered = async (sequence: number): Promise<void> => {
     for (;;) {
       const seen = Atomics.load(cells, Cell.DONE);
       if (seen === sequence) return;
@@ -48,8 +55,9 @@ async function measure(mode: WakeMode, samples: number, oneWay: Latency, send: L
       if (wait.async) await wait.value;
     }
   };
+  const done = (sequence: number): Promise<void> => Promise.race([answered(sequence), failed]);
   try {
-    await new Promise((resolve) => worker.once('online', resolve));
+    await once(worker, 'online');
     for (let i = -100; i < samples; i++) {
       // A pause, so that the thread is really idle (asleep) when the next message comes.
       await new Promise((resolve) => setTimeout(resolve, 1));
@@ -59,7 +67,7 @@ async function measure(mode: WakeMode, samples: number, oneWay: Latency, send: L
       const t1 = nowUs();
       await done(sequence);
       if (i >= 0) {
-        oneWay.recordUs(stamps[1]! - t0);
+        oneWay.recordUs(stamps[STAMP_INDEX]! - t0);
         send.recordUs(t1 - t0);
       }
     }
@@ -84,7 +92,7 @@ export async function runWakeBench(samples = 2000, rounds = 6): Promise<BenchRes
     const s = send.get(mode)!;
     return {
       scope: 'engine',
-      id: `wake.${mode}`,
+      id: `engine.wake.${mode}`,
       name: `wake an idle thread: ${mode}`,
       p50Us: us(o, 50),
       p99Us: us(o, 99),
@@ -97,7 +105,10 @@ export async function runWakeBench(samples = 2000, rounds = 6): Promise<BenchRes
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const arg = (name: string, fallback: number): number => {
     const at = process.argv.indexOf(name);
-    return at > 0 ? Number(process.argv[at + 1]) : fallback;
+    if (at < 0) return fallback;
+    const value = Number(process.argv[at + 1]);
+    if (!Number.isInteger(value) || value < 1) throw new Error(`Expected ${name} to be a positive integer, got ${String(process.argv[at + 1])}`);
+    return value;
   };
   printTable('waking an idle thread (1 thread, one message at a time)', await runWakeBench(arg('--samples', 2000), arg('--rounds', 6)));
 }
