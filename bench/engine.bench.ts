@@ -9,6 +9,7 @@ import { pathToFileURL } from 'node:url';
 import { Piscina } from 'piscina';
 import { createEngine, type Engine } from '../src/engine.js';
 import { Latency, nowUs, round } from './lib/latency.js';
+import { waitCell } from './lib/shared-cells.js';
 import { printTable } from './lib/table.js';
 import type { BenchResult } from './lib/types.js';
 
@@ -128,15 +129,6 @@ export async function piscinaIdleLatency(threads: number, samples: number): Prom
     return latency;
   } finally {
     await pool.destroy();
-  }
-}
-
-async function waitCell(gate: Int32Array, cell: number, value: number): Promise<void> {
-  for (;;) {
-    const seen = Atomics.load(gate, cell);
-    if (seen === value) return;
-    const r = Atomics.waitAsync(gate, cell, seen);
-    if (r.async) await r.value;
   }
 }
 

@@ -16,7 +16,7 @@
 import { fork } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { systemClock, type Clock } from '../src/clock.js';
+import { sleep, systemClock, type Clock } from '../src/clock.js';
 import { createEngine } from '../src/engine.js';
 import { createDefaultLogger } from '../src/observability/logger.js';
 import { MemoryDesiredState } from '../src/tasks/memory-desired-state.js';
@@ -24,7 +24,7 @@ import { MemoryRunLog } from '../src/tasks/memory-run-log.js';
 import type { TaskInput } from '../src/tasks/task.js';
 import { TaskScheduler } from '../src/tasks/task-scheduler.js';
 import { instantExecutor } from './lib/executors.js';
-import { Latency } from './lib/latency.js';
+import { Latency, nowUs } from './lib/latency.js';
 import type { TasksBenchResult } from './tasks.bench.js';
 
 type LagKind = 'pool' | 'in-process';
@@ -38,7 +38,7 @@ const logger = createDefaultLogger('tickpool-bench');
 
 /** Epoch ms with sub-ms precision, on the system timers. */
 const preciseClock: Clock = {
-  now: () => performance.timeOrigin + performance.now(),
+  now: () => nowUs() / 1000,
   setTimer: (callback, delayMs) => systemClock.setTimer(callback, delayMs),
   clearTimer: (handle) => systemClock.clearTimer(handle),
 };
@@ -47,8 +47,6 @@ const preciseClock: Clock = {
 function lagTask(i: number, handler: string, payload?: unknown): TaskInput {
   return { id: `lag-${i}`, every: '1s', offset: i % 1000, maxConcurrency: 1, handler, ...(payload === undefined ? {} : { payload }) };
 }
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 function result(kind: LagKind, lag: Latency, perSecond: number): TasksBenchResult {
   const s = lag.summary();
@@ -80,10 +78,10 @@ async function inProcessLag(seconds: number): Promise<TasksBenchResult> {
   });
   for (let i = 0; i < TASKS; i++) scheduler.claimTask(store.putTask(lagTask(i, 'noop')));
   scheduler.start();
-  await sleep(WARM_UP_MS);
+  await sleep(systemClock, WARM_UP_MS);
   measuring = true;
   const t0 = performance.now();
-  await sleep(seconds * 1000);
+  await sleep(systemClock, seconds * 1000);
   measuring = false;
   const elapsed = (performance.now() - t0) / 1000;
   await scheduler.stop();
@@ -102,10 +100,10 @@ async function poolLag(seconds: number): Promise<TasksBenchResult> {
   await engine.start();
   try {
     for (let i = 0; i < TASKS; i++) engine.tasks.add(lagTask(i, 'lag', { lagsUs, started }));
-    await sleep(WARM_UP_MS);
+    await sleep(systemClock, WARM_UP_MS);
     from = Atomics.load(started, 0);
     const t0 = performance.now();
-    await sleep(seconds * 1000);
+    await sleep(systemClock, seconds * 1000);
     to = Math.min(Atomics.load(started, 0), capacity);
     elapsed = (performance.now() - t0) / 1000;
   } finally {

@@ -15,6 +15,7 @@ import { MessageChannel, Worker } from 'node:worker_threads';
 import { pathToFileURL } from 'node:url';
 import { Cell, STAMP_INDEX, WAKE_BYTES_OFFSET, WAKE_SHARED_BYTES, type WakeMode } from './fixtures/wake-layout.js';
 import { Latency, nowUs } from './lib/latency.js';
+import { waitCell } from './lib/shared-cells.js';
 import type { BenchResult } from './lib/types.js';
 import { printTable } from './lib/table.js';
 
@@ -47,15 +48,7 @@ async function measure(mode: WakeMode, samples: number, oneWay: Latency, send: L
     worker.once('exit', (code) => reject(new Error(`Expected the ${mode} thread to answer, but it exited with ${code}`)));
   });
   failed.catch(() => undefined); // it also settles when the thread is terminated at the end
-  const answered = async (sequence: number): Promise<void> => {
-    for (;;) {
-      const seen = Atomics.load(cells, Cell.DONE);
-      if (seen === sequence) return;
-      const wait = Atomics.waitAsync(cells, Cell.DONE, seen);
-      if (wait.async) await wait.value;
-    }
-  };
-  const done = (sequence: number): Promise<void> => Promise.race([answered(sequence), failed]);
+  const done = (sequence: number): Promise<void> => Promise.race([waitCell(cells, Cell.DONE, sequence), failed]);
   try {
     await once(worker, 'online');
     for (let i = -100; i < samples; i++) {
