@@ -852,6 +852,8 @@ export class EvalBroker {
       this.#dropWaiter(waiter);
       this.#answer(waiter.callback, new BrokerDisabledError('dequeue'), undefined);
     }
+    // Canceling a timeout leaves the queue's timer armed (it disarms when it fires); a disabled broker keeps none.
+    this.#waitDeadlines.clear();
     return flushed;
   }
 }

@@ -17,6 +17,12 @@ import { silentLogger } from './helpers.js';
  * agree), at most one ready-or-unacked per job in the scheduler queues, pending only behind a slot holder,
  * outstanding() equals the model's current token, deliveries equal the model's and never exceed the limit.
  * On every ack: accepted exactly when the model says the token is current (so never with a stale one).
+ *
+ * Waiting dequeues (`dequeueWith`) are served from inside whatever call makes work available, including an enqueue
+ * that hands its evaluation straight to the waiter. Each is answered once, with an evaluation of a type it asked for
+ * that no ready one of its types outranks, never while an earlier waiter for that type still waits; and after
+ * every step no waiter waits while an evaluation it accepts is ready (unless the broker is paused). A callback may
+ * ack, nack or pause the deadline of its delivery before returning: the nack deadline must then match the model.
  */
 
 const NACK_TIMEOUT = 10_000;
@@ -34,6 +40,7 @@ type Op =
   | { readonly k: 'fail'; readonly pick: number }
   | { readonly k: 'reset' | 'pauseNack' | 'resumeNack'; readonly pick: number }
   | { readonly k: 'advance'; readonly ms: number }
+  | { readonly k: 'wait'; readonly mask: number; readonly timeout: number; readonly then: 'keep' | 'ack' | 'nack' | 'pauseNack' }
   | { readonly k: 'drain' | 'pause' | 'resume' | 'flush' };
 
 const pick = fc.nat(50);
@@ -47,7 +54,21 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ k: fc.constant('advance' as const), ms: fc.constantFrom(0, 500, 1000, 4000, 10_000, 25_000) }) },
   { weight: 1, arbitrary: fc.record({ k: fc.constantFrom('drain' as const, 'pause' as const, 'resume' as const) }) },
   { weight: 1, arbitrary: fc.record({ k: fc.constant('flush' as const) }) },
+  {
+    weight: 5,
+    arbitrary: fc.record({
+      k: fc.constant('wait' as const),
+      mask: fc.integer({ min: 1, max: 7 }),
+      timeout: fc.constantFrom(0, 0, 3000),
+      then: fc.constantFrom('keep' as const, 'keep' as const, 'ack' as const, 'nack' as const, 'pauseNack' as const),
+    }),
+  },
 );
+
+interface ModelWaiter {
+  readonly types: readonly string[];
+  answered: boolean;
+}
 
 interface ModelEval {
   live: boolean;
@@ -85,7 +106,26 @@ function run(ops: readonly Op[]): void {
     tokens: [],
   }));
   let paused = false;
+  const waiters: ModelWaiter[] = [];
   const id = (i: number): string => `e${i}`;
+  const readyQueueOf = (i: number): string | undefined => {
+    const info = broker.inspect(id(i));
+    return info !== undefined && (info.state === 'ready' || info.state === 'failed') ? info.queue : undefined;
+  };
+
+  /** What the model learns from a delivery, whoever made it (a dequeue, or a waiter's callback). */
+  const delivered = (i: number, token: string, step: string): void => {
+    const m = model[i]!;
+    // A deadline that fired during a clock advance, before this redelivery in the same advance.
+    if (m.current !== undefined && !m.nackPaused && m.deadline <= clock.now()) m.current = undefined;
+    assert.ok(m.live && m.current === undefined, `${step}: delivered a live, not outstanding evaluation`);
+    assert.ok(!m.tokens.includes(token), `${step}: a fresh token`);
+    m.current = token;
+    m.tokens.push(token);
+    m.deadline = clock.now() + NACK_TIMEOUT;
+    m.nackPaused = false;
+    if (broker.inspect(id(i))!.queue !== FAILED_QUEUE) m.deliveries++;
+  };
   const outstanding = (): number[] => model.flatMap((m, i) => (m.current !== undefined ? [i] : []));
 
   const check = (step: string): void => {
@@ -121,6 +161,15 @@ function run(ops: readonly Op[]): void {
       `${step}: stats agree with the states`,
     );
     assert.equal(stats.totalReady + stats.totalPending + stats.totalUnacked + stats.totalWaiting + stats.totalFailed + stats.totalCancelable, live);
+    if (!paused) {
+      for (const [w, waiter] of waiters.entries()) {
+        if (waiter.answered) continue;
+        model.forEach((_, i) => {
+          const q = readyQueueOf(i);
+          assert.ok(q === undefined || !waiter.types.includes(q), `${step}: waiter ${w} waits while ${id(i)} (${q}) is ready`);
+        });
+      }
+    }
   };
 
   const expectRefused = (fn: () => void, step: string): void => {
@@ -141,12 +190,11 @@ function run(ops: readonly Op[]): void {
           ...(op.delay > 0 ? { wait: op.delay } : {}),
         };
         const before = broker.stats();
+        const known = m.live;
+        // Before the call: a waiting dequeue may be handed the evaluation inside it.
+        if (!known) Object.assign(m, { live: true, jobKey: `${op.ns ? 'other' : 'default'}/j${op.job}`, priority: evaluation.priority, deliveries: 0, current: undefined });
         broker.enqueue(evaluation);
-        if (m.live) {
-          assert.deepEqual(broker.stats(), before, `${step}: a known id is a no-op`);
-        } else {
-          Object.assign(m, { live: true, jobKey: `${op.ns ? 'other' : 'default'}/j${op.job}`, priority: evaluation.priority, deliveries: 0, current: undefined });
-        }
+        if (known) assert.deepEqual(broker.stats(), before, `${step}: a known id is a no-op`);
         break;
       }
       case 'dequeue': {
@@ -164,15 +212,42 @@ function run(ops: readonly Op[]): void {
         }
         assert.ok(d !== undefined, `${step}: something was ready`);
         const i = Number(d.evaluation.id.slice(1));
-        const m = model[i]!;
-        assert.ok(m.live && m.current === undefined, `${step}: delivered a live, not outstanding evaluation`);
-        assert.equal(m.priority, best, `${step}: the highest ready priority across the types`);
-        assert.ok(!m.tokens.includes(d.token), `${step}: a fresh token`);
-        m.current = d.token;
-        m.tokens.push(d.token);
-        m.deadline = clock.now() + NACK_TIMEOUT;
-        m.nackPaused = false;
-        if (broker.inspect(d.evaluation.id)!.queue !== FAILED_QUEUE) m.deliveries++;
+        assert.equal(model[i]!.priority, best, `${step}: the highest ready priority across the types`);
+        delivered(i, d.token, step);
+        break;
+      }
+      case 'wait': {
+        const waiter: ModelWaiter = { types: [...TYPES, FAILED_QUEUE].filter((_, bit) => (op.mask & (1 << bit)) !== 0), answered: false };
+        const at = waiters.push(waiter) - 1;
+        broker.dequeueWith(waiter.types, op.timeout, undefined, (error, delivery) => {
+          const where = `${step} (waiter ${at}, answered inside a later call)`;
+          assert.ok(!waiter.answered, `${where}: answered once`);
+          waiter.answered = true;
+          if (error !== undefined || delivery === undefined) return; // timeout, or the broker was disabled
+          const i = Number(delivery.evaluation.id.slice(1));
+          const queue = broker.inspect(id(i))!.queue!;
+          assert.ok(waiter.types.includes(queue), `${where}: a type it asked for`);
+          model.forEach((other, j) => {
+            const q = readyQueueOf(j);
+            if (j !== i && q !== undefined && waiter.types.includes(q)) assert.ok(other.priority <= model[i]!.priority, `${where}: ${id(j)} outranks it`);
+          });
+          for (const earlier of waiters.slice(0, at)) {
+            assert.ok(earlier.answered || !earlier.types.includes(queue), `${where}: an earlier waiter for ${queue} still waits`);
+          }
+          delivered(i, delivery.token, where);
+          const m = model[i]!;
+          if (op.then === 'ack') {
+            m.live = false;
+            m.current = undefined;
+            broker.ack(delivery.evaluation.id, delivery.token);
+          } else if (op.then === 'nack') {
+            m.current = undefined;
+            broker.nack(delivery.evaluation.id, delivery.token);
+          } else if (op.then === 'pauseNack') {
+            m.nackPaused = true;
+            broker.pauseNackTimeout(delivery.evaluation.id, delivery.token);
+          }
+        });
         break;
       }
       case 'ack':
@@ -191,17 +266,20 @@ function run(ops: readonly Op[]): void {
         if (candidates.length === 0) break;
         const i = candidates[op.pick % candidates.length]!;
         const m = model[i]!;
-        if (op.k === 'ack') {
-          broker.ack(id(i), m.current!);
-          m.live = false;
-        } else if (op.k === 'nack') {
-          broker.nack(id(i), m.current!, op.reason ? new Error('scheduler failed') : undefined);
-        } else {
-          broker.fail(id(i), m.current!, new Error('no scheduler'));
-          assert.equal(broker.inspect(id(i))?.state, 'failed');
-        }
+        const token = m.current!;
+        // The model moves first: the call may hand this evaluation (or another) to a waiter before it returns.
         m.current = undefined;
-        expectRefused(() => broker.ack(id(i), m.tokens.at(-1)!), `${step}: the finished delivery's token is refused`);
+        if (op.k === 'ack') {
+          m.live = false;
+          broker.ack(id(i), token);
+        } else if (op.k === 'nack') {
+          broker.nack(id(i), token, op.reason ? new Error('scheduler failed') : undefined);
+        } else {
+          broker.fail(id(i), token, new Error('no scheduler'));
+          const state = broker.inspect(id(i))?.state;
+          assert.ok(state === 'failed' || m.current !== undefined || !m.live, `${step}: failed, unless a waiter took it from _failed`);
+        }
+        expectRefused(() => broker.ack(id(i), token), `${step}: the finished delivery's token is refused`);
         break;
       }
       case 'reset':
@@ -255,6 +333,7 @@ function run(ops: readonly Op[]): void {
           m.live = false;
           m.current = undefined;
         }
+        assert.ok(waiters.every((w) => w.answered), `${step}: every waiter answered by the flush`);
         assert.equal(clock.pendingTimers, 0, `${step}: no timer left after a flush`);
         broker.setEnabled(true);
         break;
