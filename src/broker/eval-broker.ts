@@ -218,12 +218,14 @@ export class EvalBroker {
     if (evaluation.wait !== undefined && evaluation.wait > 0) due = now + evaluation.wait;
     if (evaluation.waitUntil !== undefined && evaluation.waitUntil > due) due = evaluation.waitUntil;
     const delayed = due > now;
+    let taker: Waiter | undefined;
     if (delayed) {
       entry.state = EntryState.Waiting;
       this.#totalWaiting++;
       this.#deadlines.schedule(entry, due);
     } else {
-      this.#admit(entry, now);
+      taker = this.#reserveForTaker(entry, now);
+      if (taker === undefined) this.#admit(entry, now);
     }
     if (this.#logger.isLevelEnabled('debug')) {
       this.#logger.debug({ evalId: entry.id, jobId: entry.jobId, type: entry.type, state: entry.state, due: delayed ? due : undefined }, 'eval enqueued');
@@ -231,7 +233,57 @@ export class EvalBroker {
     if (this.#events.hasListeners('broker:enqueue')) {
       this.#events.emit('broker:enqueue', { evaluation, delayedUntil: delayed ? due : undefined });
     }
+    if (taker !== undefined && entry.state === EntryState.Ready) {
+      if (!this.#paused && this.#enabled && this.#waiters.has(taker)) {
+        this.#handOff(taker, entry, now);
+        return;
+      }
+      // A listener of the enqueue changed the picture (took the waiter, paused the broker): queue it as usual.
+      entry.queue!.line.push(entry);
+      this.#readyAdded = true;
+    }
     this.#serveWaiters();
+  }
+
+  /**
+   * The waiting dequeue that takes `entry` straight from its enqueue, skipping the ready queue, when serving the
+   * waiters would hand `entry` to it anyway: nothing else is ready anywhere (so `entry` is the best evaluation for
+   * every waiter that accepts its type, and the first of those in arrival order gets it), and its job's slot is
+   * free. `entry` is then ready and holds the slot, but is in no queue; `undefined` means "admit it as usual".
+   */
+  #reserveForTaker(entry: Entry, now: number): Waiter | undefined {
+    if (this.#waiters.size === 0 || this.#paused || this.#totalReady !== 0 || this.#totalFailed !== 0) return undefined;
+    if (entry.type === FAILED_QUEUE) return undefined;
+    let taker: Waiter | undefined;
+    for (const waiter of this.#waiters) {
+      if (waiter.types.includes(entry.type)) {
+        taker = waiter;
+        break;
+      }
+    }
+    if (taker === undefined) return undefined;
+    const slot = this.#slot(entry);
+    if (slot.holder !== undefined) return undefined;
+    this.#hold(slot, entry);
+    entry.state = EntryState.Ready;
+    entry.queue = this.#queue(entry.type);
+    entry.readyAt = now;
+    this.#totalReady++;
+    return taker;
+  }
+
+  /**
+   * Delivers a just-enqueued entry to `waiter`. The waiter's callback runs before the delivery's nack deadline and
+   * its metrics: it sends the evaluation to a pool thread, and what is left is bookkeeping that nothing reads before
+   * the thread answers (in a later event-loop turn).
+   */
+  #handOff(waiter: Waiter, entry: Entry, now: number): void {
+    const queue = entry.queue!;
+    this.#unlinkWaiter(waiter);
+    const delivery = this.#startDelivery(entry, queue, now);
+    this.#answer(waiter.callback, undefined, delivery);
+    this.#waitDeadlines.cancel(waiter);
+    this.#armDelivery(entry, queue, delivery.token, now);
   }
 
   /**
@@ -617,8 +669,15 @@ export class EvalBroker {
   }
 
   #deliver(queue: ReadyQueue): Delivery {
-    const entry = queue.line.pop()!;
     const now = this.#clock.now();
+    const entry = queue.line.pop()!;
+    const delivery = this.#startDelivery(entry, queue, now);
+    this.#armDelivery(entry, queue, delivery.token, now);
+    return delivery;
+  }
+
+  /** What must hold before anyone sees a delivery: the entry is unacked under a fresh token. */
+  #startDelivery(entry: Entry, queue: ReadyQueue, now: number): Delivery {
     if (queue.failed) this.#totalFailed--;
     else {
       this.#totalReady--;
@@ -631,15 +690,24 @@ export class EvalBroker {
     entry.dequeuedAt = now;
     const token = this.#tokenPrefix + ++this.#tokenCounter;
     entry.token = token;
-    queue.latencies.wait.observeMs(now - entry.readyAt);
-    this.#deadlines.schedule(entry, now + this.#options.nackTimeoutMs);
     if (this.#logger.isLevelEnabled('debug')) {
       this.#logger.debug({ evalId: entry.id, queue: queue.name, deliveries: entry.deliveries }, 'eval dequeued');
     }
+    // Listeners hear of the delivery before its consumer can ack or nack it.
     if (this.#events.hasListeners('broker:dequeue')) {
       this.#events.emit('broker:dequeue', { evaluation: entry.evaluation, token, queue: queue.name, deliveries: entry.deliveries });
     }
     return { evaluation: entry.evaluation, token };
+  }
+
+  /**
+   * The rest of a delivery: its wait time and its nack deadline. The deadline is armed only if the delivery is
+   * still outstanding under `token` and not paused: a consumer called synchronously may already have settled it.
+   */
+  #armDelivery(entry: Entry, queue: ReadyQueue, token: string, now: number): void {
+    queue.latencies.wait.observeMs(now - entry.readyAt);
+    if (entry.state !== EntryState.Unacked || entry.token !== token || entry.nackPaused || this.#deadlines.has(entry)) return;
+    this.#deadlines.schedule(entry, now + this.#options.nackTimeoutMs);
   }
 
   /** The entry of a current delivery, or the typed error Nomad's broker would return. */
@@ -786,14 +854,24 @@ export class EvalBroker {
       if (this.#totalReady === 0 && this.#totalFailed === 0) break;
       const queue = this.#pick(waiter.types);
       if (queue === undefined) continue;
-      this.#dropWaiter(waiter);
-      this.#answer(waiter.callback, undefined, this.#deliver(queue));
+      this.#unlinkWaiter(waiter);
+      const now = this.#clock.now();
+      const entry = queue.line.pop()!;
+      const delivery = this.#startDelivery(entry, queue, now);
+      this.#answer(waiter.callback, undefined, delivery);
+      this.#waitDeadlines.cancel(waiter);
+      this.#armDelivery(entry, queue, delivery.token, now);
     }
   }
 
   #dropWaiter(waiter: Waiter): void {
-    this.#waiters.delete(waiter);
+    this.#unlinkWaiter(waiter);
     this.#waitDeadlines.cancel(waiter);
+  }
+
+  /** Takes a waiter out of the sets that could serve it again; its timeout is canceled separately. */
+  #unlinkWaiter(waiter: Waiter): void {
+    this.#waiters.delete(waiter);
     waiter.signalWaiters?.delete(waiter);
     waiter.signalWaiters = undefined;
   }

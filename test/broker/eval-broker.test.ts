@@ -355,6 +355,69 @@ describe('waiting dequeues', () => {
     assert.equal(broker.inspect('d')?.state, 'ready', 'the broker still works');
   });
 
+  test('an enqueue hands its evaluation straight to a waiting dequeue: events in order, the nack deadline armed after', () => {
+    const { broker, clock } = harness({ nackTimeoutMs: 5000 });
+    const seen: string[] = [];
+    broker.events.on('broker:enqueue', ({ evaluation }) => seen.push(`enqueue ${evaluation.id}`));
+    broker.events.on('broker:dequeue', ({ evaluation }) => seen.push(`dequeue ${evaluation.id}`));
+    broker.events.on('broker:nack', ({ evaluation, timedOut }) => seen.push(`nack ${evaluation.id} timedOut=${timedOut}`));
+    broker.dequeueWith(['service'], 0, undefined, (_error, delivery) => seen.push(`got ${delivery?.evaluation.id}`));
+    broker.enqueue(ev('j', { id: 'a' }));
+    assert.deepEqual(seen, ['enqueue a', 'dequeue a', 'got a'], 'the waiter is answered inside the enqueue, after both events');
+    assert.equal(broker.inspect('a')?.state, 'unacked');
+    assert.deepEqual(broker.stats().byScheduler, { service: { ready: 0, unacked: 1 } });
+    clock.advance(4999);
+    assert.equal(seen.length, 3, 'not before the nack timeout');
+    clock.advance(1);
+    assert.deepEqual(seen.slice(3), ['nack a timedOut=true'], 'the delivery got its nack deadline');
+  });
+
+  test('an enqueue listener that takes the waiter away or pauses the broker leaves the evaluation ready, not lost', () => {
+    const { broker } = harness();
+    const controller = new AbortController();
+    const answers: Array<string | undefined> = [];
+    broker.dequeueWith(['service'], 0, controller.signal, (error, delivery) => answers.push(error?.name ?? delivery?.evaluation.id));
+    broker.dequeueWith(['service'], 0, undefined, (error, delivery) => answers.push(error?.name ?? `second got ${delivery?.evaluation.id}`));
+    const off = broker.events.on('broker:enqueue', () => controller.abort());
+    broker.enqueue(ev('j1', { id: 'a' }));
+    off();
+    assert.deepEqual(answers, ['AbortedError', 'second got a'], 'the first waiter was aborted; the next one is served in the same enqueue');
+    const taken = new AbortController();
+    broker.dequeueWith(['service'], 0, taken.signal, () => undefined);
+    const offTake = broker.events.on('broker:enqueue', () => taken.abort());
+    broker.enqueue(ev('j1c', { id: 'a3' }));
+    offTake();
+    assert.equal(broker.inspect('a3')?.state, 'ready', 'no waiter left: it stays ready');
+    assert.equal(broker.stats().totalReady, 1);
+    const late: Array<string | undefined> = [];
+    broker.dequeueWith(['service'], 0, undefined, (_error, delivery) => late.push(delivery?.evaluation.id));
+    assert.deepEqual(late, ['a3'], 'the next dequeue gets it');
+
+    const offPause = broker.events.on('broker:enqueue', () => broker.pause());
+    const held: Array<string | undefined> = [];
+    broker.dequeueWith(['service'], 0, undefined, (_error, delivery) => held.push(delivery?.evaluation.id));
+    broker.enqueue(ev('j2', { id: 'b' }));
+    offPause();
+    assert.deepEqual(held, [], 'paused: nothing handed out');
+    assert.equal(broker.inspect('b')?.state, 'ready');
+    broker.resume();
+    assert.deepEqual(held, ['b'], 'served on resume');
+  });
+
+  test('a dequeue callback that settles its delivery at once leaves no nack deadline behind', () => {
+    const { broker, clock } = harness({ nackTimeoutMs: 1000 });
+    const nacks: string[] = [];
+    broker.events.on('broker:nack', ({ evaluation }) => nacks.push(evaluation.id));
+    broker.dequeueWith(['service'], 0, undefined, (_error, delivery) => broker.ack(delivery!.evaluation.id, delivery!.token));
+    broker.enqueue(ev('j1', { id: 'acked' }));
+    broker.dequeueWith(['service'], 0, undefined, (_error, delivery) => broker.pauseNackTimeout(delivery!.evaluation.id, delivery!.token));
+    broker.enqueue(ev('j2', { id: 'paused' }));
+    assert.equal(broker.inspect('acked'), undefined);
+    clock.advance(10_000);
+    assert.deepEqual(nacks, [], 'neither the acked nor the paused delivery times out');
+    assert.equal(broker.inspect('paused')?.state, 'unacked');
+  });
+
   test('a signal reused for many dequeues gets one abort listener, which still aborts the dequeue waiting now', async () => {
     const { broker, clock } = harness();
     const controller = new AbortController();
