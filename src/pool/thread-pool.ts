@@ -110,7 +110,8 @@ export interface ThreadPoolStats {
   readonly dispatched: number;
   readonly settled: number;
   readonly threadExits: number;
-  readonly perThread: ReadonlyArray<{ readonly index: number; readonly inflight: number; readonly appliedIndex: number }>;
+  /** `parked`: the thread has nothing to do and sleeps in `Atomics.wait` until main posts to it. */
+  readonly perThread: ReadonlyArray<{ readonly index: number; readonly inflight: number; readonly appliedIndex: number; readonly parked: boolean }>;
 }
 
 export class ThreadPool {
@@ -255,7 +256,7 @@ export class ThreadPool {
   stats(): ThreadPoolStats {
     const perThread = this.#channels
       .filter((c): c is Channel => c !== undefined && !c.dead)
-      .map((c) => ({ index: c.index, inflight: c.inflight.size, appliedIndex: this.appliedIndex(c.index) }));
+      .map((c) => ({ index: c.index, inflight: c.inflight.size, appliedIndex: this.appliedIndex(c.index), parked: this.#board.isParked(c.index) }));
     return {
       threads: perThread.length,
       inflight: perThread.reduce((n, t) => n + t.inflight, 0),
@@ -355,7 +356,7 @@ export class ThreadPool {
       case 'resync': {
         const full = this.#options.state.full();
         channel.changes = [];
-        channel.port.postMessage({ type: 'reset', full } satisfies MainToThread);
+        this.#post(channel, { type: 'reset', full } satisfies MainToThread);
         return;
       }
       default:
@@ -453,6 +454,12 @@ export class ThreadPool {
     return new ThreadExitedError(`Thread ${channel.index} exited: ${message}`, { cause: error, details: { wire: toWire(error) } });
   }
 
+  /** Every message to a thread goes through here: a thread parked between items must be woken to read it. */
+  #post(channel: Channel, message: MainToThread): void {
+    channel.port.postMessage(message);
+    this.#board.ring(channel.index);
+  }
+
   #settle(pending: Pending, outcome: Outcome): void {
     this.#settled++;
     pending.resolve(outcome);
@@ -521,14 +528,14 @@ export class ThreadPool {
     const changes = channel.changes;
     channel.changes = [];
     try {
-      channel.port.postMessage(encodeWork(changes, batch.map((p) => p.item)));
+      this.#post(channel, encodeWork(changes, batch.map((p) => p.item)));
     } catch (error) {
       // Something in the batch cannot be cloned; send the commits alone, then each item alone, failing only the
       // items that cannot cross.
-      channel.port.postMessage(encodeWork(changes, []));
+      this.#post(channel, encodeWork(changes, []));
       for (const p of batch) {
         try {
-          channel.port.postMessage(encodeWork([], [p.item]));
+          this.#post(channel, encodeWork([], [p.item]));
         } catch (cloneError) {
           channel.inflight.delete(p.item.seq);
           this.#settle(p, {
@@ -563,7 +570,7 @@ export class ThreadPool {
 
   #stopChannel(channel: Channel): void {
     channel.stopping = true;
-    channel.port.postMessage({ type: 'stop' } satisfies MainToThread);
+    this.#post(channel, { type: 'stop' } satisfies MainToThread);
   }
 
   #onCommit(change: ChangeSet): void {

@@ -204,3 +204,26 @@ test('paused workers take nothing; resumed workers drain what waited; status and
   await engine.stop();
   assert.ok(engine.stats().workers.every((w) => w.status === 'stopped'));
 });
+
+test('an idle thread sleeps between items, wakes for the next one, and still runs the timers a scheduler left behind', async () => {
+  const engine = await started({ threads: 1, schedulers: { leftover: fixture('leftover-timer'), service: fixture('noop') } });
+  const gate = newGate();
+  const first = acks(engine, 1);
+  engine.enqueue(evaluation('left', 'leftover', { gate }));
+  assert.deepEqual(await first, ['left']);
+  // A thread asleep in Atomics.wait runs no event loop: without its periodic turns the timer would never fire.
+  const fired = await Promise.race([
+    waitFor(gate, Gate.RELEASE, 1).then(() => true),
+    new Promise<false>((resolve) => setTimeout(() => resolve(false), 5000).unref()),
+  ]);
+  assert.ok(fired, 'the timer the scheduler left behind ran while its thread was idle');
+  // The thread parks again once nothing is left; main sees it in the stats.
+  for (let turns = 0; engine.stats().pool.perThread[0]?.parked !== true; turns++) {
+    assert.ok(turns < 1_000_000, 'the idle thread parks');
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  const second = acks(engine, 1);
+  engine.enqueue(evaluation('next', 'service'));
+  assert.deepEqual(await second, ['next'], 'a parked thread is woken by the next item');
+  await engine.stop();
+});
