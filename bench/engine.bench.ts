@@ -85,15 +85,17 @@ export async function piscinaThroughput(threads: number, count: number): Promise
 }
 
 /**
- * Lets what the last sample set off finish (the worker going back to its dequeue, Piscina's bookkeeping) before the
- * next one, so each sample starts from an idle engine or pool rather than racing the previous one's tail.
+ * Between samples: lets what the last sample set off finish (the worker going back to its dequeue, Piscina's
+ * bookkeeping), so each sample starts from an idle engine or pool rather than racing the previous one's tail. With
+ * `pauseMs`, the thread also sits idle that long first, as it would between sparse requests: caches go cold and an
+ * idle CPU may sleep, which a back-to-back sample never sees.
  */
-function settled(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
+function settled(pauseMs = 0): Promise<void> {
+  return new Promise((resolve) => (pauseMs > 0 ? setTimeout(resolve, pauseMs) : setImmediate(resolve)));
 }
 
 /** enqueue → scheduler entry, one evaluation at a time (idle engine). */
-export async function engineIdleLatency(threads: number, samples: number): Promise<Latency> {
+export async function engineIdleLatency(threads: number, samples: number, pauseMs = 0): Promise<Latency> {
   const engine = await newEngine(threads);
   const stamps = new Float64Array(new SharedArrayBuffer(8 * samples));
   const latency = new Latency();
@@ -104,7 +106,7 @@ export async function engineIdleLatency(threads: number, samples: number): Promi
       const t0 = nowUs();
       engine.enqueue({ id: `l${i}`, jobId: `l${i}`, type: 'stamp', priority: 50, payload: { stamps, index } });
       await done;
-      await settled();
+      await settled(pauseMs);
       if (i >= 0) latency.recordUs(stamps[index]! - t0);
     }
     return latency;
@@ -114,7 +116,7 @@ export async function engineIdleLatency(threads: number, samples: number): Promi
 }
 
 /** piscina.run() → task entry, one task at a time. */
-export async function piscinaIdleLatency(threads: number, samples: number): Promise<Latency> {
+export async function piscinaIdleLatency(threads: number, samples: number, pauseMs = 0): Promise<Latency> {
   const pool = new Piscina({ filename: fixture('piscina-noop').href, minThreads: threads, maxThreads: threads });
   const stamps = new Float64Array(new SharedArrayBuffer(8 * samples));
   const latency = new Latency();
@@ -123,7 +125,7 @@ export async function piscinaIdleLatency(threads: number, samples: number): Prom
       const index = Math.max(0, i);
       const t0 = nowUs();
       await pool.run({ stamps, index });
-      await settled();
+      await settled(pauseMs);
       if (i >= 0) latency.recordUs(stamps[index]! - t0);
     }
     return latency;
@@ -204,7 +206,7 @@ export interface LatencyComparison {
  * a p50 by ±25% from one second to the next, so the two are measured in alternating rounds (each side first in
  * every other round); the ratio is the median of the rounds' ratios and the percentiles come from all samples.
  */
-export async function compareIdleLatency(threads: number, samples: number, rounds = IDLE_ROUNDS): Promise<LatencyComparison> {
+export async function compareIdleLatency(threads: number, samples: number, rounds = IDLE_ROUNDS, pauseMs = 0): Promise<LatencyComparison> {
   const raw = new Latency();
   const engine = new Latency();
   const ratios: number[] = [];
@@ -213,22 +215,27 @@ export async function compareIdleLatency(threads: number, samples: number, round
     let r: Latency;
     let e: Latency;
     if (round % 2 === 0) {
-      r = await piscinaIdleLatency(threads, perRound);
+      r = await piscinaIdleLatency(threads, perRound, pauseMs);
       globalThis.gc?.();
-      e = await engineIdleLatency(threads, perRound);
+      e = await engineIdleLatency(threads, perRound, pauseMs);
     } else {
-      e = await engineIdleLatency(threads, perRound);
+      e = await engineIdleLatency(threads, perRound, pauseMs);
       globalThis.gc?.();
-      r = await piscinaIdleLatency(threads, perRound);
+      r = await piscinaIdleLatency(threads, perRound, pauseMs);
     }
     globalThis.gc?.();
     ratios.push(r.percentileUs(50) / e.percentileUs(50));
     raw.merge(r);
     engine.merge(e);
   }
-  const notes = `${perRound * rounds} samples each, one at a time, in ${rounds} alternating rounds; ratio = median of the rounds' p50 ratios (${ratios.map((x) => round(x)).join(', ')})`;
+  const pause = pauseMs > 0 ? `, each after ${pauseMs} ms idle` : '';
+  const notes = `${perRound * rounds} samples each, one at a time${pause}, in ${rounds} alternating rounds; ratio = median of the rounds' p50 ratios (${ratios.map((x) => round(x)).join(', ')})`;
+  const what =
+    pauseMs > 0
+      ? { id: `engine.idle-latency-after-${pauseMs}ms`, name: `idle dispatch latency after ${pauseMs} ms idle (enqueue → scheduler entry)` }
+      : { id: 'engine.idle-latency', name: 'idle dispatch latency (enqueue → scheduler entry)' };
   return latencyComparison(
-    { id: 'engine.idle-latency', name: 'idle dispatch latency (enqueue → scheduler entry)', baseline: 'piscina one-way p50 (>1 = engine faster)', notes },
+    { ...what, baseline: 'piscina one-way p50 (>1 = engine faster)', notes },
     threads,
     engine,
     raw,

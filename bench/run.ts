@@ -100,6 +100,28 @@ function units(o: RunOptions): Unit[] {
   });
 
   list.push({
+    id: 'engine.latency-after-idle',
+    scope: 'engine',
+    title: `engine dispatch latency after 1 ms idle (${plural(threads, 'thread')})`,
+    // Each sample waits a millisecond first: ~2 s, and no floor reads it.
+    inCi: false,
+    async run() {
+      const { result, engine, raw } = await compareIdleLatency(threads, quick ? 200 : 600, undefined, 1);
+      return {
+        results: [result],
+        latency: [
+          {
+            id: 'engine-latency-after-idle',
+            title: 'Dispatch latency after 1 ms idle: enqueue → scheduler entry',
+            threads,
+            series: [distributionOf('engine', engine), distributionOf('raw Piscina: run() → task entry', raw)],
+          },
+        ],
+      };
+    },
+  });
+
+  list.push({
     id: 'engine.cancel',
     scope: 'engine',
     title: `engine cancel latency (${plural(threads, 'thread')})`,
