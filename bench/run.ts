@@ -30,6 +30,7 @@ import { runStateBench } from './state.bench.js';
 import { runMemoryBench } from './memory.bench.js';
 import { runTasksBench } from './tasks.bench.js';
 import { runWakeBench } from './wake.bench.js';
+import { runIdleSplitBench } from './idle-split.bench.js';
 import { backoffSweep, taskRetrySweep, threadSweep, type BackoffSweepPoint, type TaskRetrySweepPoint, type ThreadSweepPoint } from './sweeps.js';
 
 interface UnitOutput {
@@ -148,6 +149,15 @@ function units(o: RunOptions): Unit[] {
     // Diagnostic, ~10 s of one-at-a-time messages, and no floor reads it.
     inCi: false,
     run: async () => ({ results: await runWakeBench(quick ? 600 : 2000) }),
+  });
+
+  list.push({
+    id: 'engine.idle-split',
+    scope: 'engine',
+    title: 'idle dispatch split at the post: engine, the pool alone, the pool with main busy after the post, Piscina',
+    // Diagnostic (where the idle latency goes), a few seconds, and no floor reads it.
+    inCi: false,
+    run: async () => ({ results: await runIdleSplitBench(quick ? { rounds: 4, samples: 150 } : {}) }),
   });
 
   list.push({

@@ -1,0 +1,211 @@
+/**
+ * Where one idle dispatch spends its time, split at the post (the first `postMessage` of the dispatch, timed by
+ * wrapping `MessagePort.prototype.postMessage`): main's work before it, the post itself, and post → the scheduler's
+ * (or task's) first line on the pool thread. Four sides, in alternating rounds with the same thread count:
+ * - `engine`: `engine.enqueue` → the scheduler, as the idle-latency benchmark measures it;
+ * - `pool`: `ThreadPool.dispatch` of the same item with no broker and no worker (the dispatcher and the threads);
+ * - `pool + 3 µs after the post`: the same with 3 µs of main-thread work after the dispatch returns, which shows
+ *   whether main's work after the post delays the thread (it does when both share a CPU);
+ * - `piscina`: `run()` → the task.
+ * Run it pinned to one CPU to take the vCPU wake-up out (`taskset -c 0 node …`), or not, to see both modes.
+ *
+ *   node --expose-gc dist/bench/idle-split.bench.js [--rounds 8] [--samples 300] [--pause-ms 0]
+ */
+import { MessagePort } from 'node:worker_threads';
+import { pathToFileURL } from 'node:url';
+import { pino } from 'pino';
+import { Piscina } from 'piscina';
+import { Backoff } from '../src/backoff.js';
+import { systemClock } from '../src/clock.js';
+import { createEngine } from '../src/engine.js';
+import { ThreadPool } from '../src/pool/thread-pool.js';
+import { SlotTable } from '../src/slots/slot-table.js';
+import { StateStore } from '../src/state/state-store.js';
+import { whenAcked } from './engine.bench.js';
+import { Latency, nowUs, round } from './lib/latency.js';
+import { printTable } from './lib/table.js';
+import type { BenchResult } from './lib/types.js';
+
+const fixture = (name: string): URL => new URL(`./fixtures/${name}.js`, import.meta.url);
+const BUSY_AFTER_POST_US = 3;
+
+interface Split {
+  readonly before: Latency;
+  readonly post: Latency;
+  readonly after: Latency;
+  readonly total: Latency;
+}
+
+/** Times the first post made inside `dispatch`: [start of the call, end of the call]. */
+class PostClock {
+  start = 0;
+  end = 0;
+  #armed = false;
+  readonly #original = MessagePort.prototype.postMessage;
+
+  install(): void {
+    const original = this.#original;
+    const clock = this;
+    MessagePort.prototype.postMessage = function (this: MessagePort, ...args: Parameters<MessagePort['postMessage']>) {
+      if (!clock.#armed) return original.apply(this, args);
+      clock.#armed = false;
+      clock.start = nowUs();
+      try {
+        return original.apply(this, args);
+      } finally {
+        clock.end = nowUs();
+      }
+    };
+  }
+
+  uninstall(): void {
+    MessagePort.prototype.postMessage = this.#original;
+  }
+
+  /** The next post is the one to time. */
+  arm(): void {
+    this.#armed = true;
+    this.start = 0;
+  }
+}
+
+function newSplit(): Split {
+  return { before: new Latency(), post: new Latency(), after: new Latency(), total: new Latency() };
+}
+
+function record(split: Split, t0: number, posts: PostClock, entry: number): void {
+  if (posts.start === 0) throw new Error('Expected the dispatch to post to a thread, but it posted nothing');
+  split.before.recordUs(posts.start - t0);
+  split.post.recordUs(posts.end - posts.start);
+  split.after.recordUs(entry - posts.start);
+  split.total.recordUs(entry - t0);
+}
+
+function pause(ms: number): Promise<void> {
+  return new Promise((resolve) => (ms > 0 ? setTimeout(resolve, ms) : setImmediate(resolve)));
+}
+
+async function engineRound(split: Split, posts: PostClock, samples: number, pauseMs: number): Promise<void> {
+  const engine = createEngine({ threads: 2, schedulers: { stamp: fixture('stamp-scheduler') }, broker: { initialNackDelayMs: 3_600_000 } });
+  await engine.start();
+  const stamps = new Float64Array(new SharedArrayBuffer(8 * samples));
+  try {
+    for (let i = -50; i < samples; i++) {
+      const index = Math.max(0, i);
+      const done = whenAcked(engine, 1);
+      posts.arm();
+      const t0 = nowUs();
+      engine.enqueue({ id: `s${i}`, jobId: `s${i}`, type: 'stamp', priority: 50, payload: { stamps, index } });
+      await done;
+      await pause(pauseMs);
+      if (i >= 0) record(split, t0, posts, stamps[index]!);
+    }
+  } finally {
+    await engine.stop({ graceMs: 1000 });
+  }
+}
+
+async function poolRound(split: Split, posts: PostClock, samples: number, pauseMs: number, busyUs: number): Promise<void> {
+  const logger = pino({ level: 'silent' });
+  const slots = SlotTable.create({ initialSlots: 1024 });
+  const pool = new ThreadPool({
+    minThreads: 2,
+    maxThreads: 2,
+    slots,
+    state: new StateStore({ tables: [], logger }),
+    schedulers: { stamp: { url: fixture('stamp-scheduler').href, exportName: 'default' } },
+    handlers: {},
+    clock: systemClock,
+    logger,
+    batchSize: 128,
+    cancelGraceMs: 1000,
+    idleTimeoutMs: 1000,
+    respawnBackoff: new Backoff({}, { clock: systemClock }),
+  });
+  await pool.start();
+  const slot = slots.allocate(1);
+  const stamps = new Float64Array(new SharedArrayBuffer(8 * samples));
+  try {
+    for (let i = -50; i < samples; i++) {
+      const index = Math.max(0, i);
+      posts.arm();
+      const t0 = nowUs();
+      const generation = slots.claim(slot);
+      const evaluation = { id: `s${i}`, jobId: `s${i}`, type: 'stamp', priority: 50, modifyIndex: 0, payload: { stamps, index } };
+      const outcome = pool.dispatch({ kind: 'eval', seq: 0, slot, generation, attempt: 1, evaluation, minIndex: 0, syncLimitMs: 5000 });
+      if (busyUs > 0) for (const end = nowUs() + busyUs; nowUs() < end; );
+      const settled = await outcome;
+      slots.finish(slot, generation);
+      if (settled.status !== 'ok') throw new Error(`Expected the stamp scheduler to succeed, but it ended ${settled.status}`);
+      await pause(pauseMs);
+      if (i >= 0) record(split, t0, posts, stamps[index]!);
+    }
+  } finally {
+    await pool.stop();
+  }
+}
+
+async function piscinaRound(split: Split, posts: PostClock, samples: number, pauseMs: number): Promise<void> {
+  const pool = new Piscina({ filename: fixture('piscina-noop').href, minThreads: 2, maxThreads: 2 });
+  const stamps = new Float64Array(new SharedArrayBuffer(8 * samples));
+  try {
+    for (let i = -50; i < samples; i++) {
+      const index = Math.max(0, i);
+      posts.arm();
+      const t0 = nowUs();
+      await pool.run({ stamps, index });
+      await pause(pauseMs);
+      if (i >= 0) record(split, t0, posts, stamps[index]!);
+    }
+  } finally {
+    await pool.destroy();
+  }
+}
+
+export async function runIdleSplitBench(options: { rounds?: number; samples?: number; pauseMs?: number } = {}): Promise<BenchResult[]> {
+  const rounds = options.rounds ?? 8;
+  const samples = options.samples ?? 300;
+  const pauseMs = options.pauseMs ?? 0;
+  const posts = new PostClock();
+  const sides: Array<{ readonly id: string; readonly name: string; readonly split: Split; readonly run: () => Promise<void> }> = [];
+  const side = (id: string, name: string, run: (split: Split) => Promise<void>): void => {
+    const split = newSplit();
+    sides.push({ id, name, split, run: () => run(split) });
+  };
+  side('engine', 'engine: enqueue → scheduler', (s) => engineRound(s, posts, samples, pauseMs));
+  side('pool', 'pool alone: ThreadPool.dispatch → scheduler', (s) => poolRound(s, posts, samples, pauseMs, 0));
+  side('pool-busy', `pool alone + ${BUSY_AFTER_POST_US} µs of main work after the post`, (s) => poolRound(s, posts, samples, pauseMs, BUSY_AFTER_POST_US));
+  side('piscina', 'Piscina: run() → task', (s) => piscinaRound(s, posts, samples, pauseMs));
+  posts.install();
+  try {
+    for (let r = 0; r < rounds; r++) {
+      for (const s of r % 2 === 0 ? sides : [...sides].reverse()) {
+        await s.run();
+        globalThis.gc?.();
+      }
+    }
+  } finally {
+    posts.uninstall();
+  }
+  const q = (l: Latency): string => [25, 50, 90].map((p) => round(l.percentileUs(p), 1)).join(' / ');
+  return sides.map(({ id, name, split }) => ({
+    scope: 'engine',
+    id: `engine.idle-split.${id}`,
+    name: `idle dispatch split: ${name}`,
+    ...split.total.summary(),
+    threads: 2,
+    notes: `p25/p50/p90 µs: main before the post ${q(split.before)}; the post ${q(split.post)}; post → entry ${q(split.after)}; ${split.total.count} samples${pauseMs > 0 ? `, each after ${pauseMs} ms idle` : ''}`,
+  }));
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const arg = (name: string, fallback: number): number => {
+    const at = process.argv.indexOf(name);
+    if (at < 0) return fallback;
+    const value = Number(process.argv[at + 1]);
+    if (!Number.isInteger(value) || value < 0) throw new Error(`Expected ${name} to be a whole number, got ${String(process.argv[at + 1])}`);
+    return value;
+  };
+  const pauseMs = arg('--pause-ms', 0);
+  printTable(`idle dispatch, split at the post (2 threads${pauseMs > 0 ? `, ${pauseMs} ms idle before each` : ''})`, await runIdleSplitBench({ rounds: arg('--rounds', 8), samples: arg('--samples', 300), pauseMs }));
+}
