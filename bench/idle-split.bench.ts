@@ -23,6 +23,7 @@ import { SlotTable } from '../src/slots/slot-table.js';
 import { StateStore } from '../src/state/state-store.js';
 import { whenAcked } from './engine.bench.js';
 import { Latency, nowUs, round } from './lib/latency.js';
+import { integerArg } from './lib/script-args.js';
 import { printTable } from './lib/table.js';
 import type { BenchResult } from './lib/types.js';
 
@@ -85,27 +86,48 @@ function pause(ms: number): Promise<void> {
   return new Promise((resolve) => (ms > 0 ? setTimeout(resolve, ms) : setImmediate(resolve)));
 }
 
-async function engineRound(split: Split, posts: PostClock, samples: number, pauseMs: number): Promise<void> {
+interface Round {
+  readonly split: Split;
+  readonly posts: PostClock;
+  readonly samples: number;
+  readonly pauseMs: number;
+}
+
+/**
+ * 50 warm-up dispatches, then `samples` timed ones. `dispatch(i, index)` sends one whose scheduler stamps its entry
+ * into `stamps[index]` and resolves once it settled; `prepare` runs before the clock starts (the engine's listener
+ * for the ack, so that registering it is not timed).
+ */
+async function sampleLoop(round: Round, stamps: Float64Array, dispatch: (i: number, index: number) => Promise<unknown>, prepare?: () => Promise<void>): Promise<void> {
+  for (let i = -50; i < round.samples; i++) {
+    const index = Math.max(0, i);
+    const settled = prepare?.();
+    round.posts.arm();
+    const t0 = nowUs();
+    await dispatch(i, index);
+    await settled;
+    await pause(round.pauseMs);
+    if (i >= 0) record(round.split, t0, round.posts, stamps[index]!);
+  }
+}
+
+async function engineRound(round: Round): Promise<void> {
   const engine = createEngine({ threads: 2, schedulers: { stamp: fixture('stamp-scheduler') }, broker: { initialNackDelayMs: 3_600_000 } });
   await engine.start();
-  const stamps = new Float64Array(new SharedArrayBuffer(8 * samples));
+  const stamps = new Float64Array(new SharedArrayBuffer(8 * round.samples));
   try {
-    for (let i = -50; i < samples; i++) {
-      const index = Math.max(0, i);
-      const done = whenAcked(engine, 1);
-      posts.arm();
-      const t0 = nowUs();
-      engine.enqueue({ id: `s${i}`, jobId: `s${i}`, type: 'stamp', priority: 50, payload: { stamps, index } });
-      await done;
-      await pause(pauseMs);
-      if (i >= 0) record(split, t0, posts, stamps[index]!);
-    }
+    await sampleLoop(
+      round,
+      stamps,
+      async (i, index) => engine.enqueue({ id: `s${i}`, jobId: `s${i}`, type: 'stamp', priority: 50, payload: { stamps, index } }),
+      () => whenAcked(engine, 1),
+    );
   } finally {
     await engine.stop({ graceMs: 1000 });
   }
 }
 
-async function poolRound(split: Split, posts: PostClock, samples: number, pauseMs: number, busyUs: number): Promise<void> {
+async function poolRound(round: Round, busyUs: number): Promise<void> {
   const logger = pino({ level: 'silent' });
   const slots = SlotTable.create({ initialSlots: 1024 });
   const pool = new ThreadPool({
@@ -124,12 +146,9 @@ async function poolRound(split: Split, posts: PostClock, samples: number, pauseM
   });
   await pool.start();
   const slot = slots.allocate(1);
-  const stamps = new Float64Array(new SharedArrayBuffer(8 * samples));
+  const stamps = new Float64Array(new SharedArrayBuffer(8 * round.samples));
   try {
-    for (let i = -50; i < samples; i++) {
-      const index = Math.max(0, i);
-      posts.arm();
-      const t0 = nowUs();
+    await sampleLoop(round, stamps, async (i, index) => {
       const generation = slots.claim(slot);
       const evaluation = { id: `s${i}`, jobId: `s${i}`, type: 'stamp', priority: 50, modifyIndex: 0, payload: { stamps, index } };
       const outcome = pool.dispatch({ kind: 'eval', seq: 0, slot, generation, attempt: 1, evaluation, minIndex: 0, syncLimitMs: 5000 });
@@ -137,26 +156,17 @@ async function poolRound(split: Split, posts: PostClock, samples: number, pauseM
       const settled = await outcome;
       slots.finish(slot, generation);
       if (settled.status !== 'ok') throw new Error(`Expected the stamp scheduler to succeed, but it ended ${settled.status}`);
-      await pause(pauseMs);
-      if (i >= 0) record(split, t0, posts, stamps[index]!);
-    }
+    });
   } finally {
     await pool.stop();
   }
 }
 
-async function piscinaRound(split: Split, posts: PostClock, samples: number, pauseMs: number): Promise<void> {
+async function piscinaRound(round: Round): Promise<void> {
   const pool = new Piscina({ filename: fixture('piscina-noop').href, minThreads: 2, maxThreads: 2 });
-  const stamps = new Float64Array(new SharedArrayBuffer(8 * samples));
+  const stamps = new Float64Array(new SharedArrayBuffer(8 * round.samples));
   try {
-    for (let i = -50; i < samples; i++) {
-      const index = Math.max(0, i);
-      posts.arm();
-      const t0 = nowUs();
-      await pool.run({ stamps, index });
-      await pause(pauseMs);
-      if (i >= 0) record(split, t0, posts, stamps[index]!);
-    }
+    await sampleLoop(round, stamps, (_i, index) => pool.run({ stamps, index }));
   } finally {
     await pool.destroy();
   }
@@ -172,10 +182,11 @@ export async function runIdleSplitBench(options: { rounds?: number; samples?: nu
     const split = newSplit();
     sides.push({ id, name, split, run: () => run(split) });
   };
-  side('engine', 'engine: enqueue → scheduler', (s) => engineRound(s, posts, samples, pauseMs));
-  side('pool', 'pool alone: ThreadPool.dispatch → scheduler', (s) => poolRound(s, posts, samples, pauseMs, 0));
-  side('pool-busy', `pool alone + ${BUSY_AFTER_POST_US} µs of main work after the post`, (s) => poolRound(s, posts, samples, pauseMs, BUSY_AFTER_POST_US));
-  side('piscina', 'Piscina: run() → task', (s) => piscinaRound(s, posts, samples, pauseMs));
+  const roundOf = (split: Split): Round => ({ split, posts, samples, pauseMs });
+  side('engine', 'engine: enqueue → scheduler', (s) => engineRound(roundOf(s)));
+  side('pool', 'pool alone: ThreadPool.dispatch → scheduler', (s) => poolRound(roundOf(s), 0));
+  side('pool-busy', `pool alone + ${BUSY_AFTER_POST_US} µs of main work after the post`, (s) => poolRound(roundOf(s), BUSY_AFTER_POST_US));
+  side('piscina', 'Piscina: run() → task', (s) => piscinaRound(roundOf(s)));
   posts.install();
   try {
     for (let r = 0; r < rounds; r++) {
@@ -199,13 +210,9 @@ export async function runIdleSplitBench(options: { rounds?: number; samples?: nu
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  const arg = (name: string, fallback: number): number => {
-    const at = process.argv.indexOf(name);
-    if (at < 0) return fallback;
-    const value = Number(process.argv[at + 1]);
-    if (!Number.isInteger(value) || value < 0) throw new Error(`Expected ${name} to be a whole number, got ${String(process.argv[at + 1])}`);
-    return value;
-  };
-  const pauseMs = arg('--pause-ms', 0);
-  printTable(`idle dispatch, split at the post (2 threads${pauseMs > 0 ? `, ${pauseMs} ms idle before each` : ''})`, await runIdleSplitBench({ rounds: arg('--rounds', 8), samples: arg('--samples', 300), pauseMs }));
+  const pauseMs = integerArg('--pause-ms', 0, 0);
+  printTable(
+    `idle dispatch, split at the post (2 threads${pauseMs > 0 ? `, ${pauseMs} ms idle before each` : ''})`,
+    await runIdleSplitBench({ rounds: integerArg('--rounds', 8), samples: integerArg('--samples', 300), pauseMs }),
+  );
 }

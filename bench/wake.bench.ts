@@ -17,6 +17,7 @@ import { Cell, STAMP_INDEX, WAKE_BYTES_OFFSET, WAKE_SHARED_BYTES, type WakeMode 
 import { Latency, nowUs } from './lib/latency.js';
 import { waitCell } from './lib/shared-cells.js';
 import type { BenchResult } from './lib/types.js';
+import { integerArg } from './lib/script-args.js';
 import { printTable } from './lib/table.js';
 
 const MODES: readonly WakeMode[] = ['futex', 'event-loop', 'ring'];
@@ -96,12 +97,5 @@ export async function runWakeBench(samples = 2000, rounds = 6): Promise<BenchRes
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  const arg = (name: string, fallback: number): number => {
-    const at = process.argv.indexOf(name);
-    if (at < 0) return fallback;
-    const value = Number(process.argv[at + 1]);
-    if (!Number.isInteger(value) || value < 1) throw new Error(`Expected ${name} to be a positive integer, got ${String(process.argv[at + 1])}`);
-    return value;
-  };
-  printTable('waking an idle thread (1 thread, one message at a time)', await runWakeBench(arg('--samples', 2000), arg('--rounds', 6)));
+  printTable('waking an idle thread (1 thread, one message at a time)', await runWakeBench(integerArg('--samples', 2000), integerArg('--rounds', 6)));
 }
