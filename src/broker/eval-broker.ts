@@ -218,14 +218,12 @@ export class EvalBroker {
     if (evaluation.wait !== undefined && evaluation.wait > 0) due = now + evaluation.wait;
     if (evaluation.waitUntil !== undefined && evaluation.waitUntil > due) due = evaluation.waitUntil;
     const delayed = due > now;
-    let taker: Waiter | undefined;
     if (delayed) {
       entry.state = EntryState.Waiting;
       this.#totalWaiting++;
       this.#deadlines.schedule(entry, due);
     } else {
-      taker = this.#reserveForTaker(entry, now);
-      if (taker === undefined) this.#admit(entry, now);
+      this.#admit(entry, now);
     }
     if (this.#logger.isLevelEnabled('debug')) {
       this.#logger.debug({ evalId: entry.id, jobId: entry.jobId, type: entry.type, state: entry.state, due: delayed ? due : undefined }, 'eval enqueued');
@@ -233,57 +231,43 @@ export class EvalBroker {
     if (this.#events.hasListeners('broker:enqueue')) {
       this.#events.emit('broker:enqueue', { evaluation, delayedUntil: delayed ? due : undefined });
     }
-    if (taker !== undefined && entry.state === EntryState.Ready) {
-      if (!this.#paused && this.#enabled && this.#waiters.has(taker)) {
-        this.#handOff(taker, entry, now);
-        return;
-      }
-      // A listener of the enqueue changed the picture (took the waiter, paused the broker): queue it as usual.
-      entry.queue!.line.push(entry);
-      this.#readyAdded = true;
-    }
-    this.#serveWaiters();
+    const taker = this.#soleTaker(entry);
+    if (taker !== undefined) this.#handOff(taker, entry, now);
+    else this.#serveWaiters();
   }
 
   /**
-   * The waiting dequeue that takes `entry` straight from its enqueue, skipping the ready queue, when serving the
-   * waiters would hand `entry` to it anyway: nothing else is ready anywhere (so `entry` is the best evaluation for
-   * every waiter that accepts its type, and the first of those in arrival order gets it), and its job's slot is
-   * free. `entry` is then ready and holds the slot, but is in no queue; `undefined` means "admit it as usual".
+   * The waiting dequeue that serving the waiters would hand `entry` to, found without asking each waiter for its
+   * best queue: when `entry` is the only evaluation ready anywhere, that is the first waiter, in arrival order, that
+   * accepts its type. `undefined` when that does not hold (then the waiters are served as usual).
    */
-  #reserveForTaker(entry: Entry, now: number): Waiter | undefined {
-    if (this.#waiters.size === 0 || this.#paused || this.#totalReady !== 0 || this.#totalFailed !== 0) return undefined;
-    if (entry.type === FAILED_QUEUE) return undefined;
-    let taker: Waiter | undefined;
-    for (const waiter of this.#waiters) {
-      if (waiter.types.includes(entry.type)) {
-        taker = waiter;
-        break;
-      }
-    }
-    if (taker === undefined) return undefined;
-    const slot = this.#slot(entry);
-    if (slot.holder !== undefined) return undefined;
-    this.#hold(slot, entry);
-    entry.state = EntryState.Ready;
-    entry.queue = this.#queue(entry.type);
-    entry.readyAt = now;
-    this.#totalReady++;
-    return taker;
+  #soleTaker(entry: Entry): Waiter | undefined {
+    if (this.#waiters.size === 0 || this.#paused || this.#totalReady !== 1 || this.#totalFailed !== 0) return undefined;
+    if (entry.state !== EntryState.Ready || entry.queue?.line.peek() !== entry) return undefined;
+    for (const waiter of this.#waiters) if (waiter.types.includes(entry.type)) return waiter;
+    return undefined;
   }
 
   /**
-   * Delivers a just-enqueued entry to `waiter`. The waiter's callback runs before the delivery's nack deadline and
-   * its metrics: it sends the evaluation to a pool thread, and what is left is bookkeeping that nothing reads before
-   * the thread answers (in a later event-loop turn).
+   * Delivers the just-enqueued, only ready `entry` to `waiter` (see `#soleTaker`). Like every delivery to a waiter,
+   * the callback runs before the nack deadline and the metrics: it sends the evaluation to a pool thread, and what is
+   * left is bookkeeping that nothing reads before the thread answers (in a later event-loop turn).
    */
   #handOff(waiter: Waiter, entry: Entry, now: number): void {
     const queue = entry.queue!;
+    queue.line.pop();
+    this.#readyAdded = false; // it was the only ready evaluation
+    this.#deliverTo(waiter, entry, queue, now);
+  }
+
+  /** Answers a waiting dequeue with `entry`, which was just taken from `queue`'s line. */
+  #deliverTo(waiter: Waiter, entry: Entry, queue: ReadyQueue, now: number): void {
     this.#unlinkWaiter(waiter);
+    const waitedMs = now - entry.readyAt;
     const delivery = this.#startDelivery(entry, queue, now);
     this.#answer(waiter.callback, undefined, delivery);
     this.#waitDeadlines.cancel(waiter);
-    this.#armDelivery(entry, queue, delivery.token, now);
+    this.#armDelivery(entry, queue, delivery.token, now, waitedMs);
   }
 
   /**
@@ -671,8 +655,9 @@ export class EvalBroker {
   #deliver(queue: ReadyQueue): Delivery {
     const now = this.#clock.now();
     const entry = queue.line.pop()!;
+    const waitedMs = now - entry.readyAt;
     const delivery = this.#startDelivery(entry, queue, now);
-    this.#armDelivery(entry, queue, delivery.token, now);
+    this.#armDelivery(entry, queue, delivery.token, now, waitedMs);
     return delivery;
   }
 
@@ -701,11 +686,12 @@ export class EvalBroker {
   }
 
   /**
-   * The rest of a delivery: its wait time and its nack deadline. The deadline is armed only if the delivery is
-   * still outstanding under `token` and not paused: a consumer called synchronously may already have settled it.
+   * The rest of a delivery: its wait time (measured before the consumer ran, which may have requeued it) and its nack
+   * deadline. The deadline is armed only if the delivery is still outstanding under `token` and not paused: a
+   * consumer called synchronously may already have settled it.
    */
-  #armDelivery(entry: Entry, queue: ReadyQueue, token: string, now: number): void {
-    queue.latencies.wait.observeMs(now - entry.readyAt);
+  #armDelivery(entry: Entry, queue: ReadyQueue, token: string, now: number, waitedMs: number): void {
+    queue.latencies.wait.observeMs(waitedMs);
     if (entry.state !== EntryState.Unacked || entry.token !== token || entry.nackPaused || this.#deadlines.has(entry)) return;
     this.#deadlines.schedule(entry, now + this.#options.nackTimeoutMs);
   }
@@ -854,13 +840,7 @@ export class EvalBroker {
       if (this.#totalReady === 0 && this.#totalFailed === 0) break;
       const queue = this.#pick(waiter.types);
       if (queue === undefined) continue;
-      this.#unlinkWaiter(waiter);
-      const now = this.#clock.now();
-      const entry = queue.line.pop()!;
-      const delivery = this.#startDelivery(entry, queue, now);
-      this.#answer(waiter.callback, undefined, delivery);
-      this.#waitDeadlines.cancel(waiter);
-      this.#armDelivery(entry, queue, delivery.token, now);
+      this.#deliverTo(waiter, queue.line.pop()!, queue, this.#clock.now());
     }
   }
 
@@ -926,12 +906,11 @@ export class EvalBroker {
     this.#totalWaiting = 0;
     this.#readyAdded = false;
     const waiters = [...this.#waiters];
-    for (const waiter of waiters) {
-      this.#dropWaiter(waiter);
-      this.#answer(waiter.callback, new BrokerDisabledError('dequeue'), undefined);
-    }
-    // Canceling a timeout leaves the queue's timer armed (it disarms when it fires); a disabled broker keeps none.
+    for (const waiter of waiters) this.#unlinkWaiter(waiter);
+    // Canceling a timeout leaves the queue's timer armed (it disarms when it fires): clear it, so that a disabled
+    // broker keeps no timer. Before the answers: a waiter answered here may enable the broker and wait again.
     this.#waitDeadlines.clear();
+    for (const waiter of waiters) this.#answer(waiter.callback, new BrokerDisabledError('dequeue'), undefined);
     return flushed;
   }
 }

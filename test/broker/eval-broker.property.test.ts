@@ -107,6 +107,7 @@ function run(ops: readonly Op[]): void {
   }));
   let paused = false;
   const waiters: ModelWaiter[] = [];
+  const callbackFailures: unknown[] = [];
   const id = (i: number): string => `e${i}`;
   const readyQueueOf = (i: number): string | undefined => {
     const info = broker.inspect(id(i));
@@ -129,6 +130,7 @@ function run(ops: readonly Op[]): void {
   const outstanding = (): number[] => model.flatMap((m, i) => (m.current !== undefined ? [i] : []));
 
   const check = (step: string): void => {
+    if (callbackFailures.length > 0) throw callbackFailures[0];
     const counts: Record<EvaluationState, number> = { ready: 0, pending: 0, unacked: 0, waiting: 0, failed: 0, cancelable: 0 };
     const slotUsers = new Map<string, number>();
     const pendingJobs = new Set<string>();
@@ -219,7 +221,7 @@ function run(ops: readonly Op[]): void {
       case 'wait': {
         const waiter: ModelWaiter = { types: [...TYPES, FAILED_QUEUE].filter((_, bit) => (op.mask & (1 << bit)) !== 0), answered: false };
         const at = waiters.push(waiter) - 1;
-        broker.dequeueWith(waiter.types, op.timeout, undefined, (error, delivery) => {
+        const onAnswer = (error: Error | undefined, delivery: { evaluation: Evaluation; token: string } | undefined): void => {
           const where = `${step} (waiter ${at}, answered inside a later call)`;
           assert.ok(!waiter.answered, `${where}: answered once`);
           waiter.answered = true;
@@ -246,6 +248,14 @@ function run(ops: readonly Op[]): void {
           } else if (op.then === 'pauseNack') {
             m.nackPaused = true;
             broker.pauseNackTimeout(delivery.evaluation.id, delivery.token);
+          }
+        };
+        // The broker catches and logs what a callback throws: failures are collected and asserted after each step.
+        broker.dequeueWith(waiter.types, op.timeout, undefined, (error, delivery) => {
+          try {
+            onAnswer(error, delivery);
+          } catch (failure) {
+            callbackFailures.push(failure);
           }
         });
         break;

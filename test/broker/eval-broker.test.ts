@@ -404,6 +404,50 @@ describe('waiting dequeues', () => {
     assert.deepEqual(held, ['b'], 'served on resume');
   });
 
+  test('an enqueue listener sees the new evaluation ready; one it enqueues itself does not jump ahead of it', () => {
+    const { broker } = harness();
+    const got: string[] = [];
+    broker.dequeueWith(['service'], 0, undefined, (_error, delivery) => got.push(delivery!.evaluation.id));
+    const seenReady: number[] = [];
+    const off = broker.events.on('broker:enqueue', ({ evaluation }) => {
+      if (evaluation.id !== 'high') return;
+      seenReady.push(broker.stats().byScheduler.service?.ready ?? 0);
+      broker.enqueue(ev('j-low', { id: 'low', priority: 10 }));
+    });
+    broker.enqueue(ev('j-high', { id: 'high', priority: 90 }));
+    off();
+    assert.deepEqual(seenReady, [1], 'the listener sees it counted and queued');
+    assert.deepEqual(got, ['high'], 'the waiter gets the higher priority one');
+    assert.equal(broker.inspect('low')?.state, 'ready');
+  });
+
+  test('a waiter answered by a disable may enable the broker and wait again, with its timeout', () => {
+    const { broker, clock } = harness();
+    const answers: string[] = [];
+    broker.dequeueWith(['service'], 0, undefined, (error) => {
+      answers.push(error?.name ?? 'delivery');
+      broker.setEnabled(true);
+      broker.dequeueWith(['service'], 100, undefined, (again, delivery) => answers.push(again?.name ?? delivery?.evaluation.id ?? 'timed out'));
+    });
+    broker.setEnabled(false);
+    assert.deepEqual(answers, ['BrokerDisabledError']);
+    assert.equal(broker.waitingDequeues, 1);
+    clock.advance(100);
+    assert.deepEqual(answers, ['BrokerDisabledError', 'timed out']);
+    assert.equal(broker.waitingDequeues, 0);
+  });
+
+  test('the wait histogram records the time an evaluation waited, even when its consumer moves it at once', async () => {
+    const { broker, clock, registry } = harness();
+    broker.pause();
+    broker.enqueue(ev('j', { id: 'a' }));
+    broker.dequeueWith(['service'], 0, undefined, (_error, delivery) => broker.fail(delivery!.evaluation.id, delivery!.token, new Error('no scheduler')));
+    clock.advance(40);
+    broker.resume(); // the waiter is served now, after 40 ms ready
+    assert.equal(broker.inspect('a')?.state, 'failed');
+    assert.match(await registry.metrics(), /^tickpool_broker_wait_time_seconds_sum\{type="service"\} 0.04$/m);
+  });
+
   test('a dequeue callback that settles its delivery at once leaves no nack deadline behind', () => {
     const { broker, clock } = harness({ nackTimeoutMs: 1000 });
     const nacks: string[] = [];
