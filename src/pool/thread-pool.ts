@@ -110,8 +110,7 @@ export interface ThreadPoolStats {
   readonly dispatched: number;
   readonly settled: number;
   readonly threadExits: number;
-  /** `parked`: the thread has nothing to do and sleeps in `Atomics.wait` until main posts to it. */
-  readonly perThread: ReadonlyArray<{ readonly index: number; readonly inflight: number; readonly appliedIndex: number; readonly parked: boolean }>;
+  readonly perThread: ReadonlyArray<{ readonly index: number; readonly inflight: number; readonly appliedIndex: number }>;
 }
 
 export class ThreadPool {
@@ -256,7 +255,7 @@ export class ThreadPool {
   stats(): ThreadPoolStats {
     const perThread = this.#channels
       .filter((c): c is Channel => c !== undefined && !c.dead)
-      .map((c) => ({ index: c.index, inflight: c.inflight.size, appliedIndex: this.appliedIndex(c.index), parked: this.#board.isParked(c.index) }));
+      .map((c) => ({ index: c.index, inflight: c.inflight.size, appliedIndex: this.appliedIndex(c.index) }));
     return {
       threads: perThread.length,
       inflight: perThread.reduce((n, t) => n + t.inflight, 0),
@@ -356,7 +355,7 @@ export class ThreadPool {
       case 'resync': {
         const full = this.#options.state.full();
         channel.changes = [];
-        this.#post(channel, { type: 'reset', full } satisfies MainToThread);
+        channel.port.postMessage({ type: 'reset', full } satisfies MainToThread);
         return;
       }
       default:
@@ -454,12 +453,6 @@ export class ThreadPool {
     return new ThreadExitedError(`Thread ${channel.index} exited: ${message}`, { cause: error, details: { wire: toWire(error) } });
   }
 
-  /** Every message to a thread goes through here: a thread parked between items must be woken to read it. */
-  #post(channel: Channel, message: MainToThread): void {
-    channel.port.postMessage(message);
-    this.#board.ring(channel.index);
-  }
-
   #settle(pending: Pending, outcome: Outcome): void {
     this.#settled++;
     pending.resolve(outcome);
@@ -528,14 +521,14 @@ export class ThreadPool {
     const changes = channel.changes;
     channel.changes = [];
     try {
-      this.#post(channel, encodeWork(changes, batch.map((p) => p.item)));
+      channel.port.postMessage(encodeWork(changes, batch.map((p) => p.item)));
     } catch (error) {
       // Something in the batch cannot be cloned; send the commits alone, then each item alone, failing only the
       // items that cannot cross.
-      this.#post(channel, encodeWork(changes, []));
+      channel.port.postMessage(encodeWork(changes, []));
       for (const p of batch) {
         try {
-          this.#post(channel, encodeWork([], [p.item]));
+          channel.port.postMessage(encodeWork([], [p.item]));
         } catch (cloneError) {
           channel.inflight.delete(p.item.seq);
           this.#settle(p, {
@@ -570,7 +563,7 @@ export class ThreadPool {
 
   #stopChannel(channel: Channel): void {
     channel.stopping = true;
-    this.#post(channel, { type: 'stop' } satisfies MainToThread);
+    channel.port.postMessage({ type: 'stop' } satisfies MainToThread);
   }
 
   #onCommit(change: ChangeSet): void {

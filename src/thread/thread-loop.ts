@@ -3,8 +3,7 @@
  * termination, resource limits); this loop owns the work: it keeps the replica current from the change stream,
  * runs items one at a time (the work is CPU-bound: running two at once on one thread only interleaves them), and
  * streams results back — coalesced while items complete back to back, flushed as soon as the queue runs dry or a
- * millisecond has passed, so that a long item never holds the results of short ones. With nothing to do it parks
- * (see `#idle`) and main rings it awake.
+ * millisecond has passed, so that a long item never holds the results of short ones.
  */
 import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import { performance } from 'node:perf_hooks';
@@ -24,17 +23,6 @@ import { IndexWaiter } from './index-waiter.js';
 import { ModuleTable, type UserFunction } from './modules.js';
 
 const FLUSH_AFTER_MS = 1;
-/**
- * Between items the thread sleeps in `Atomics.wait` instead of its event loop, as Piscina's `atomics: 'sync'`
- * threads do: main's `postMessage` then no longer wakes the thread from inside the call (measured here: the post
- * blocked main 8.8 µs at p50 to a thread asleep in its event loop, 1.3 µs to a parked one), and the thread takes the
- * message with `receiveMessageOnPort` instead of an event. A parked thread's event loop does not turn, so while
- * anything else waits on it (a timer or I/O a scheduler started and did not await, output being written) the
- * thread takes a turn at least this often.
- */
-const TURN_EVERY_MS = 10;
-/** With nothing but message ports open, a parked thread still turns its loop this often. */
-const IDLE_TURN_MS = 1000;
 
 export class ThreadLoop {
   readonly #port: MessagePort;
@@ -55,10 +43,6 @@ export class ThreadLoop {
   #lastItemEnd = 0;
   #awaitingReset = false;
   #stopped: (() => void) | undefined;
-  /** Set once main said stop: the thread no longer parks. */
-  #stopping = false;
-  #lastTurn = 0;
-  #turnScheduled = false;
   readonly #services: ThreadServices;
   readonly #applyChangeFn = (change: ChangeSet): void => this.#applyChange(change);
 
@@ -89,7 +73,6 @@ export class ThreadLoop {
     this.#port.on('message', (message: MainToThread) => this.#onMessage(message));
     this.#port.once('close', () => this.#stopped?.());
     this.#post({ type: 'ready', threadIndex: this.#init.threadIndex });
-    this.#turnThenIdle();
     await done;
     this.#port.close();
   }
@@ -109,7 +92,6 @@ export class ThreadLoop {
         this.#publishIndex();
         return;
       case 'stop':
-        this.#stopping = true;
         this.#stopped?.();
         return;
       default:
@@ -152,55 +134,7 @@ export class ThreadLoop {
       this.#head = 0;
       this.#draining = false;
       this.#flush();
-      this.#idle();
     }
-  }
-
-  /**
-   * The queue ran dry: sleep until main rings (it rings after every post to a parked thread), or until it is time
-   * for an event-loop turn. The thread marks itself parked before one last look at the port: a message posted just
-   * before the mark, which main did not ring for, is found by that look.
-   */
-  #idle(): void {
-    const thread = this.#init.threadIndex;
-    while (!this.#draining && !this.#stopping) {
-      const limitMs = this.#parkLimitMs();
-      if (limitMs <= 0) {
-        this.#turnThenIdle();
-        return;
-      }
-      this.#board.markParked(thread);
-      this.#pullPending();
-      if (this.#draining || this.#stopping) {
-        this.#board.unpark(thread);
-        return;
-      }
-      const rung = this.#board.park(thread, limitMs);
-      this.#pullPending();
-      if (!rung) {
-        // Nobody rang: let the event loop turn before sleeping again.
-        this.#turnThenIdle();
-        return;
-      }
-    }
-  }
-
-  /** How long the thread may sleep before its event loop must turn; 0 means turn first. */
-  #parkLimitMs(): number {
-    if (process.stdout.writableLength > 0 || process.stderr.writableLength > 0) return 0;
-    const resources = process.getActiveResourcesInfo();
-    if (resources.every((resource) => resource === 'MessagePort')) return IDLE_TURN_MS;
-    return TURN_EVERY_MS - (performance.now() - this.#lastTurn);
-  }
-
-  #turnThenIdle(): void {
-    if (this.#turnScheduled) return;
-    this.#turnScheduled = true;
-    setImmediate(() => {
-      this.#turnScheduled = false;
-      this.#lastTurn = performance.now();
-      this.#idle();
-    });
   }
 
   async #runItem(item: WorkItem): Promise<ItemOutcome> {
