@@ -231,43 +231,7 @@ export class EvalBroker {
     if (this.#events.hasListeners('broker:enqueue')) {
       this.#events.emit('broker:enqueue', { evaluation, delayedUntil: delayed ? due : undefined });
     }
-    const taker = this.#soleTaker(entry);
-    if (taker !== undefined) this.#handOff(taker, entry, now);
-    else this.#serveWaiters();
-  }
-
-  /**
-   * The waiting dequeue that serving the waiters would hand `entry` to, found without asking each waiter for its
-   * best queue: when `entry` is the only evaluation ready anywhere, that is the first waiter, in arrival order, that
-   * accepts its type. `undefined` when that does not hold (then the waiters are served as usual).
-   */
-  #soleTaker(entry: Entry): Waiter | undefined {
-    if (this.#waiters.size === 0 || this.#paused || this.#totalReady !== 1 || this.#totalFailed !== 0) return undefined;
-    if (entry.state !== EntryState.Ready || entry.queue?.line.peek() !== entry) return undefined;
-    for (const waiter of this.#waiters) if (waiter.types.includes(entry.type)) return waiter;
-    return undefined;
-  }
-
-  /**
-   * Delivers the just-enqueued, only ready `entry` to `waiter` (see `#soleTaker`). Like every delivery to a waiter,
-   * the callback runs before the nack deadline and the metrics: it sends the evaluation to a pool thread, and what is
-   * left is bookkeeping that nothing reads before the thread answers (in a later event-loop turn).
-   */
-  #handOff(waiter: Waiter, entry: Entry, now: number): void {
-    const queue = entry.queue!;
-    queue.line.pop();
-    this.#readyAdded = false; // it was the only ready evaluation
-    this.#deliverTo(waiter, entry, queue, now);
-  }
-
-  /** Answers a waiting dequeue with `entry`, which was just taken from `queue`'s line. */
-  #deliverTo(waiter: Waiter, entry: Entry, queue: ReadyQueue, now: number): void {
-    this.#unlinkWaiter(waiter);
-    const waitedMs = now - entry.readyAt;
-    const delivery = this.#startDelivery(entry, queue, now);
-    this.#answer(waiter.callback, undefined, delivery);
-    this.#waitDeadlines.cancel(waiter);
-    this.#armDelivery(entry, queue, delivery.token, now, waitedMs);
+    this.#serveWaiters();
   }
 
   /**
@@ -653,16 +617,8 @@ export class EvalBroker {
   }
 
   #deliver(queue: ReadyQueue): Delivery {
-    const now = this.#clock.now();
     const entry = queue.line.pop()!;
-    const waitedMs = now - entry.readyAt;
-    const delivery = this.#startDelivery(entry, queue, now);
-    this.#armDelivery(entry, queue, delivery.token, now, waitedMs);
-    return delivery;
-  }
-
-  /** What must hold before anyone sees a delivery: the entry is unacked under a fresh token. */
-  #startDelivery(entry: Entry, queue: ReadyQueue, now: number): Delivery {
+    const now = this.#clock.now();
     if (queue.failed) this.#totalFailed--;
     else {
       this.#totalReady--;
@@ -675,25 +631,15 @@ export class EvalBroker {
     entry.dequeuedAt = now;
     const token = this.#tokenPrefix + ++this.#tokenCounter;
     entry.token = token;
+    queue.latencies.wait.observeMs(now - entry.readyAt);
+    this.#deadlines.schedule(entry, now + this.#options.nackTimeoutMs);
     if (this.#logger.isLevelEnabled('debug')) {
       this.#logger.debug({ evalId: entry.id, queue: queue.name, deliveries: entry.deliveries }, 'eval dequeued');
     }
-    // Listeners hear of the delivery before its consumer can ack or nack it.
     if (this.#events.hasListeners('broker:dequeue')) {
       this.#events.emit('broker:dequeue', { evaluation: entry.evaluation, token, queue: queue.name, deliveries: entry.deliveries });
     }
     return { evaluation: entry.evaluation, token };
-  }
-
-  /**
-   * The rest of a delivery: its wait time (measured before the consumer ran, which may have requeued it) and its nack
-   * deadline. The deadline is armed only if the delivery is still outstanding under `token` and not paused: a
-   * consumer called synchronously may already have settled it.
-   */
-  #armDelivery(entry: Entry, queue: ReadyQueue, token: string, now: number, waitedMs: number): void {
-    queue.latencies.wait.observeMs(waitedMs);
-    if (entry.state !== EntryState.Unacked || entry.token !== token || entry.nackPaused || this.#deadlines.has(entry)) return;
-    this.#deadlines.schedule(entry, now + this.#options.nackTimeoutMs);
   }
 
   /** The entry of a current delivery, or the typed error Nomad's broker would return. */
@@ -840,7 +786,8 @@ export class EvalBroker {
       if (this.#totalReady === 0 && this.#totalFailed === 0) break;
       const queue = this.#pick(waiter.types);
       if (queue === undefined) continue;
-      this.#deliverTo(waiter, queue.line.pop()!, queue, this.#clock.now());
+      this.#dropWaiter(waiter);
+      this.#answer(waiter.callback, undefined, this.#deliver(queue));
     }
   }
 

@@ -355,7 +355,7 @@ describe('waiting dequeues', () => {
     assert.equal(broker.inspect('d')?.state, 'ready', 'the broker still works');
   });
 
-  test('an enqueue hands its evaluation straight to a waiting dequeue: events in order, the nack deadline armed after', () => {
+  test('an enqueue answers a waiting dequeue inside the call: events in order, and the nack deadline of the delivery runs', () => {
     const { broker, clock } = harness({ nackTimeoutMs: 5000 });
     const seen: string[] = [];
     broker.events.on('broker:enqueue', ({ evaluation }) => seen.push(`enqueue ${evaluation.id}`));
@@ -446,6 +446,19 @@ describe('waiting dequeues', () => {
     broker.resume(); // the waiter is served now, after 40 ms ready
     assert.equal(broker.inspect('a')?.state, 'failed');
     assert.match(await registry.metrics(), /^tickpool_broker_wait_time_seconds_sum\{type="service"\} 0.04$/m);
+  });
+
+  test('a dequeue callback that moves a manual clock sees its delivery time out, and is answered once', () => {
+    const { broker, clock } = harness({ nackTimeoutMs: 150 });
+    const seen: string[] = [];
+    broker.events.on('broker:nack', ({ evaluation, timedOut }) => seen.push(`nack ${evaluation.id} timedOut=${timedOut} at ${clock.now() - 1_000_000}`));
+    broker.dequeueWith(['service'], 100, undefined, (_error, delivery) => {
+      seen.push(delivery === undefined ? 'answered: timeout' : `answered: ${delivery.evaluation.id}`);
+      if (delivery !== undefined) clock.advance(200);
+    });
+    broker.enqueue(ev('j', { id: 'a' }));
+    clock.advance(0);
+    assert.deepEqual(seen, ['answered: a', 'nack a timedOut=true at 150']);
   });
 
   test('a dequeue callback that settles its delivery at once leaves no nack deadline behind', () => {
