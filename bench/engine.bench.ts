@@ -90,7 +90,7 @@ export async function piscinaThroughput(threads: number, count: number): Promise
  * `pauseMs`, the thread also sits idle that long first, as it would between sparse requests: caches go cold and an
  * idle CPU may sleep, which a back-to-back sample never sees.
  */
-function settled(pauseMs = 0): Promise<void> {
+export function settled(pauseMs = 0): Promise<void> {
   return new Promise((resolve) => (pauseMs > 0 ? setTimeout(resolve, pauseMs) : setImmediate(resolve)));
 }
 

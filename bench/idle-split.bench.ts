@@ -21,7 +21,7 @@ import { createEngine } from '../src/engine.js';
 import { ThreadPool } from '../src/pool/thread-pool.js';
 import { SlotTable } from '../src/slots/slot-table.js';
 import { StateStore } from '../src/state/state-store.js';
-import { whenAcked } from './engine.bench.js';
+import { settled as betweenSamples, whenAcked } from './engine.bench.js';
 import { Latency, nowUs, round } from './lib/latency.js';
 import { integerArg } from './lib/script-args.js';
 import { printTable } from './lib/table.js';
@@ -82,10 +82,6 @@ function record(split: Split, t0: number, posts: PostClock, entry: number): void
   split.total.recordUs(entry - t0);
 }
 
-function pause(ms: number): Promise<void> {
-  return new Promise((resolve) => (ms > 0 ? setTimeout(resolve, ms) : setImmediate(resolve)));
-}
-
 interface Round {
   readonly split: Split;
   readonly posts: PostClock;
@@ -106,7 +102,7 @@ async function sampleLoop(round: Round, stamps: Float64Array, dispatch: (i: numb
     const t0 = nowUs();
     await dispatch(i, index);
     await settled;
-    await pause(round.pauseMs);
+    await betweenSamples(round.pauseMs);
     if (i >= 0) record(round.split, t0, round.posts, stamps[index]!);
   }
 }
