@@ -21,7 +21,7 @@ class SizeSerializer extends Serializer {
 
 /** Bytes of `payload`'s serialization, or `undefined` when it cannot be structured-cloned. */
 export function payloadBytes(payload: unknown): number | undefined {
-  if (payload === undefined || payload === null || typeof payload !== 'object') return 0;
+  if (payload === undefined) return 0;
   try {
     const serializer = new SizeSerializer();
     serializer.writeHeader();
@@ -37,7 +37,8 @@ export function payloadBytes(payload: unknown): number | undefined {
  * be structured-cloned.
  */
 export function payloadFits(payload: unknown, maxBytes: number): true | number | undefined {
-  if (payload === undefined || payload === null || typeof payload !== 'object') return true;
+  // A top-level string is bounded like any other value: a 10 MB string payload is 10 MB to copy.
+  if (payload === undefined) return true;
   let bound = UNKNOWN;
   try {
     bound = HEADER_BYTES + boundOf(payload, { nodes: 0 }, 0);

@@ -29,7 +29,7 @@ test('payloadFits agrees with the exact size at every limit around it (property)
       assert.notEqual(exact, undefined);
       const limit = Math.max(0, exact! + delta);
       const fits = payloadFits(payload, limit);
-      if (typeof payload !== 'object' || payload === null) assert.equal(fits, true);
+      if (payload === undefined) assert.equal(fits, true);
       else if (exact! <= limit) assert.equal(fits, true, `${exact} bytes within ${limit}`);
       else assert.equal(fits, exact, `${exact} bytes over ${limit} must be reported exactly`);
     }),
@@ -52,6 +52,11 @@ test('what the walk cannot vouch for is measured exactly, and what cannot be clo
     },
   });
   assert.equal(payloadFits(throwing, 1_000_000), undefined);
+  // Top-level values are measured too, not only objects.
+  assert.equal(payloadFits('x'.repeat(10_000), 1_000), payloadBytes('x'.repeat(10_000)));
+  assert.ok((payloadBytes('x'.repeat(10_000)) ?? 0) > 10_000);
+  assert.equal(payloadFits(12345678901234567890n, 1_000), true);
+  assert.equal(payloadFits(() => 1, 1_000_000), undefined);
   // A view over an ArrayBuffer copies the whole buffer: a 1-byte view of a 4 KiB buffer is over a 1 KiB limit.
   const view = new Uint8Array(new ArrayBuffer(4096), 0, 1);
   assert.equal(payloadFits({ view }, 1024), payloadBytes({ view }));
