@@ -206,7 +206,11 @@ export interface LatencyComparison {
  * a p50 by ±25% from one second to the next, so the two are measured in alternating rounds (each side first in
  * every other round); the ratio is the median of the rounds' ratios and the percentiles come from all samples.
  */
-export async function compareIdleLatency(threads: number, samples: number, rounds = IDLE_ROUNDS, pauseMs = 0): Promise<LatencyComparison> {
+export async function compareIdleLatency(
+  threads: number,
+  samples: number,
+  { rounds = IDLE_ROUNDS, pauseMs = 0 }: { readonly rounds?: number; readonly pauseMs?: number } = {},
+): Promise<LatencyComparison> {
   const raw = new Latency();
   const engine = new Latency();
   const ratios: number[] = [];

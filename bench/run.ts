@@ -107,7 +107,7 @@ function units(o: RunOptions): Unit[] {
     // Each sample waits a millisecond first: ~2 s, and no floor reads it.
     inCi: false,
     async run() {
-      const { result, engine, raw } = await compareIdleLatency(threads, quick ? 200 : 600, undefined, 1);
+      const { result, engine, raw } = await compareIdleLatency(threads, quick ? 200 : 600, { pauseMs: 1 });
       return {
         results: [result],
         latency: [

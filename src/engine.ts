@@ -71,7 +71,6 @@ export class Engine {
   readonly events: TypedEmitter<EngineEvents>;
   readonly #pool: ThreadPool;
   readonly #workers: SchedulingWorker[] = [];
-  /** Evaluation id → the worker holding its delivery (for heartbeats and timeouts). */
   /** Evaluations of unregistered types the broker still holds and has not failed yet: id → type. */
   readonly #unknown = new Map<string, string>();
   #unknownTimer: ReturnType<Clock['setTimer']> | undefined;

@@ -1,7 +1,8 @@
 /** Flags of the benchmarks that also run as scripts on their own (`node dist/bench/<name>.bench.js --flag n`). */
 
 /** The whole number after `name` on the command line, or `fallback`; anything below `min` is refused. */
-export function integerArg(name: string, fallback: number, min = 1, argv: readonly string[] = process.argv): number {
+export function integerArg(name: string, fallback: number, min = 1): number {
+  const argv = process.argv;
   const at = argv.indexOf(name);
   if (at < 0) return fallback;
   const raw = argv[at + 1];
