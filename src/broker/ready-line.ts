@@ -28,7 +28,7 @@ export class ReadyLine<T extends LineNode> {
   }
 
   peek(): T | undefined {
-    return this.#top === 0 ? undefined : this.#buckets[this.#top]!.peek(this.#before);
+    return this.#top === 0 ? undefined : this.#buckets[this.#top]!.peek();
   }
 
   push(node: T): void {
@@ -38,7 +38,7 @@ export class ReadyLine<T extends LineNode> {
       bucket = new Bucket<T>(this.#before);
       this.#buckets[priority] = bucket;
     }
-    bucket.push(node, this.#before);
+    bucket.push(node);
     this.#size++;
     if (priority > this.#top) this.#top = priority;
   }
@@ -46,7 +46,7 @@ export class ReadyLine<T extends LineNode> {
   pop(): T | undefined {
     if (this.#top === 0) return undefined;
     const bucket = this.#buckets[this.#top]!;
-    const node = bucket.pop(this.#before);
+    const node = bucket.pop();
     this.#size--;
     if (bucket.size === 0) {
       let next = this.#top - 1;
@@ -72,8 +72,10 @@ class Bucket<T extends HeapNode> {
   #head = 0;
   /** Entries that arrived before the run's tail in the order. */
   readonly #late: PriorityHeap<T>;
+  readonly #before: (a: T, b: T) => boolean;
 
   constructor(before: (a: T, b: T) => boolean) {
+    this.#before = before;
     this.#late = new PriorityHeap<T>(before);
   }
 
@@ -81,24 +83,24 @@ class Bucket<T extends HeapNode> {
     return this.#run.length - this.#head + this.#late.size;
   }
 
-  push(node: T, before: (a: T, b: T) => boolean): void {
+  push(node: T): void {
     const run = this.#run;
-    if (run.length === this.#head || before(run[run.length - 1]!, node)) run.push(node);
+    if (run.length === this.#head || this.#before(run[run.length - 1]!, node)) run.push(node);
     else this.#late.push(node);
   }
 
-  peek(before: (a: T, b: T) => boolean): T | undefined {
+  peek(): T | undefined {
     const first = this.#head < this.#run.length ? this.#run[this.#head] : undefined;
     const late = this.#late.peek();
     if (first === undefined) return late;
     if (late === undefined) return first;
-    return before(late, first) ? late : first;
+    return this.#before(late, first) ? late : first;
   }
 
-  pop(before: (a: T, b: T) => boolean): T | undefined {
+  pop(): T | undefined {
     const first = this.#head < this.#run.length ? this.#run[this.#head] : undefined;
     const late = this.#late.peek();
-    if (first === undefined || (late !== undefined && before(late, first))) return this.#late.pop();
+    if (first === undefined || (late !== undefined && this.#before(late, first))) return this.#late.pop();
     this.#run[this.#head++] = undefined;
     if (this.#head === this.#run.length) {
       this.#run = [];
