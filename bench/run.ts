@@ -59,6 +59,39 @@ function plural(n: number, word: string): string {
   return `${n} ${word}${n === 1 ? '' : 's'}`;
 }
 
+/** An idle-latency unit: the engine against Piscina's one-way time, one dispatch at a time (optionally after a pause). */
+function idleLatencyUnit(u: {
+  readonly id: string;
+  readonly title: string;
+  readonly chartId: string;
+  readonly chartTitle: string;
+  readonly threads: number;
+  readonly samples: number;
+  readonly pauseMs?: number;
+  readonly inCi?: boolean;
+}): Unit {
+  return {
+    id: u.id,
+    scope: 'engine',
+    title: u.title,
+    inCi: u.inCi ?? true,
+    async run() {
+      const { result, engine, raw } = await compareIdleLatency(u.threads, u.samples, { pauseMs: u.pauseMs ?? 0 });
+      return {
+        results: [result],
+        latency: [
+          {
+            id: u.chartId,
+            title: u.chartTitle,
+            threads: u.threads,
+            series: [distributionOf('engine', engine), distributionOf('raw Piscina: run() → task entry', raw)],
+          },
+        ],
+      };
+    },
+  };
+}
+
 function units(o: RunOptions): Unit[] {
   const quick = o.quick;
   const threads = o.threads;
@@ -80,47 +113,30 @@ function units(o: RunOptions): Unit[] {
     },
   });
 
-  list.push({
-    id: 'engine.latency',
-    scope: 'engine',
-    title: `engine idle dispatch latency (${plural(threads, 'thread')})`,
-    async run() {
-      const { result, engine, raw } = await compareIdleLatency(threads, quick ? 300 : 2000);
-      return {
-        results: [result],
-        latency: [
-          {
-            id: 'engine-idle-latency',
-            title: 'Idle dispatch latency: enqueue → scheduler entry',
-            threads,
-            series: [distributionOf('engine', engine), distributionOf('raw Piscina: run() → task entry', raw)],
-          },
-        ],
-      };
-    },
-  });
+  list.push(
+    idleLatencyUnit({
+      id: 'engine.latency',
+      title: `engine idle dispatch latency (${plural(threads, 'thread')})`,
+      chartId: 'engine-idle-latency',
+      chartTitle: 'Idle dispatch latency: enqueue → scheduler entry',
+      threads,
+      samples: quick ? 300 : 2000,
+    }),
+  );
 
-  list.push({
-    id: 'engine.latency-after-idle',
-    scope: 'engine',
-    title: `engine dispatch latency after 1 ms idle (${plural(threads, 'thread')})`,
-    // Each sample waits a millisecond first: ~2 s, and no floor reads it.
-    inCi: false,
-    async run() {
-      const { result, engine, raw } = await compareIdleLatency(threads, quick ? 200 : 600, { pauseMs: 1 });
-      return {
-        results: [result],
-        latency: [
-          {
-            id: 'engine-latency-after-idle',
-            title: 'Dispatch latency after 1 ms idle: enqueue → scheduler entry',
-            threads,
-            series: [distributionOf('engine', engine), distributionOf('raw Piscina: run() → task entry', raw)],
-          },
-        ],
-      };
-    },
-  });
+  list.push(
+    idleLatencyUnit({
+      id: 'engine.latency-after-idle',
+      title: `engine dispatch latency after 1 ms idle (${plural(threads, 'thread')})`,
+      chartId: 'engine-latency-after-idle',
+      chartTitle: 'Dispatch latency after 1 ms idle: enqueue → scheduler entry',
+      threads,
+      samples: quick ? 200 : 600,
+      pauseMs: 1,
+      // Each sample waits a millisecond first: ~2 s, and no floor reads it.
+      inCi: false,
+    }),
+  );
 
   list.push({
     id: 'engine.cancel',
