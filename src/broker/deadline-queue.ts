@@ -79,10 +79,15 @@ export class DeadlineQueue<T extends DeadlineNode> {
     if (!this.#firing && due < this.#timerDue) this.#arm(due);
   }
 
-  /** Unschedules `node`; returns whether it was scheduled. The timer stays armed (see the class comment). */
+  /**
+   * Unschedules `node`; returns whether it was scheduled. The timer stays armed (see the class comment), except in
+   * a queue whose timer keeps the process alive once it is empty: an armed timer with nothing left to fire would
+   * hold the process open until its due time (a dequeue served long before its timeout, after the engine stopped).
+   */
   cancel(node: T): boolean {
     if (!this.has(node)) return false;
     this.#removeAt(node.deadlineIndex);
+    if (!this.#unref && this.#nodes.length === 0) this.#disarm();
     return true;
   }
 

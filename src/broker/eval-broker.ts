@@ -610,7 +610,8 @@ export class EvalBroker {
     }
     if (ties > 1) {
       const at = Math.floor(this.#random() * ties);
-      best = tied[at < 0 ? 0 : at >= ties ? ties - 1 : at];
+      // A `random` option out of [0, 1) (NaN included) must not leave `best` undefined and the queues stalled.
+      best = tied[at >= ties ? ties - 1 : at > 0 ? at : 0];
     }
     // `tied` is not truncated (setting length is a runtime call); slots past `ties` are stale queues, never read.
     return best;
@@ -716,8 +717,9 @@ export class EvalBroker {
    */
   #toFailed(entry: Entry, reason: Error, now: number): Entry[] | undefined {
     entry.failure = reason;
+    // Counted once per evaluation: one failed again while dequeued from `_failed` was counted when it got there.
+    if (entry.queue?.failed !== true) this.#metrics.failed.inc({ type: entry.type });
     this.#makeReady(entry, this.#queue(FAILED_QUEUE), now);
-    this.#metrics.failed.inc({ type: entry.type });
     const canceled = entry.holdsSlot ? this.#releaseSlot(entry, now, false) : undefined;
     if (this.#logger.isLevelEnabled('warn')) {
       this.#logger.warn({ evalId: entry.id, jobId: entry.jobId, type: entry.type, deliveries: entry.deliveries, err: reason }, 'eval moved to _failed');
@@ -784,6 +786,8 @@ export class EvalBroker {
       // Nothing left to hand out: the other waiters need not be asked (with hundreds of idle workers waiting,
       // asking each one cost microseconds per enqueue).
       if (this.#totalReady === 0 && this.#totalFailed === 0) break;
+      // A callback served in this pass paused or disabled the broker: resume() or enable serves the rest.
+      if (this.#paused || !this.#enabled) break;
       const queue = this.#pick(waiter.types);
       if (queue === undefined) continue;
       this.#dropWaiter(waiter);

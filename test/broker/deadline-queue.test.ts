@@ -61,6 +61,23 @@ test('cancel leaves the timer armed (lazy); an early fire re-arms for the next d
   assert.equal(clock.pendingTimers, 0);
 });
 
+test('a queue whose timer keeps the process alive disarms once its last node is canceled; an unref one stays lazy', () => {
+  const clock = new ManualClock(0);
+  const kept = new DeadlineQueue<Node>(clock, () => undefined, { unref: false });
+  const a = node('a');
+  const b = node('b');
+  kept.schedule(a, 10);
+  kept.schedule(b, 20);
+  kept.cancel(a);
+  assert.equal(clock.pendingTimers, 1, 'still armed while a node waits');
+  kept.cancel(b);
+  assert.equal(clock.pendingTimers, 0, 'nothing left to fire: nothing keeps the process open');
+  const lazy = new DeadlineQueue<Node>(clock, () => undefined);
+  lazy.schedule(a, 10);
+  lazy.cancel(a);
+  assert.equal(clock.pendingTimers, 1, 'the unref queue keeps its timer (no clearTimeout per ack)');
+});
+
 test('rescheduling moves a node; clear() disarms', () => {
   const clock = new ManualClock(0);
   const fired: string[] = [];

@@ -776,6 +776,28 @@ describe('enable, disable, pause', () => {
     assert.equal(broker.paused, false);
   });
 
+  test('a dequeue callback that pauses the broker stops the serve pass: the next waiter is served on resume', () => {
+    const { broker } = harness();
+    const got: string[] = [];
+    // Both become ready while paused, so that resume() serves both waiters in one pass.
+    broker.pause();
+    broker.enqueue(ev('j1', { id: 'x' }));
+    broker.enqueue(ev('j2', { id: 'y' }));
+    broker.dequeueWith(['service'], 0, undefined, (error, d) => {
+      assert.equal(error, undefined);
+      got.push(`first:${d!.evaluation.id}`);
+      broker.pause();
+    });
+    broker.dequeueWith(['service'], 0, undefined, (error, d) => {
+      got.push(`second:${d?.evaluation.id} while ${broker.paused ? 'paused' : 'running'}`);
+    });
+    broker.resume();
+    assert.deepEqual(got, ['first:x'], 'the pause came inside the first callback; y stays ready');
+    assert.equal(broker.stats().totalReady, 1);
+    broker.resume();
+    assert.deepEqual(got, ['first:x', 'second:y while running']);
+  });
+
   test('setEnabled validates its argument', () => {
     const { broker } = harness();
     assert.throws(() => broker.setEnabled('no' as never), code('ERR_INVALID_ARGUMENT', /`enabled`/));
@@ -830,6 +852,29 @@ describe('events and metrics', () => {
     second.broker.enqueue(ev('j1'));
     second.broker.enqueue(ev('j2'));
     assert.match(await first.registry.metrics(), /^tickpool_broker_total_ready 3$/m);
+  });
+
+  test('an evaluation failed again while dequeued from _failed is counted in failed_total once', async () => {
+    const { broker, registry } = harness();
+    broker.enqueue(ev('j1', { id: 'e' }));
+    const d = broker.tryDequeue(['service'])!;
+    broker.fail('e', d.token, new Error('first'));
+    for (let i = 0; i < 3; i++) {
+      const again = broker.tryDequeue([FAILED_QUEUE])!;
+      broker.fail('e', again.token, new Error(`again ${i}`));
+    }
+    assert.equal(broker.stats().totalFailed, 1);
+    assert.match(await registry.metrics(), /^tickpool_broker_failed_total\{type="service"\} 1$/m);
+  });
+
+  test('a random source that returns NaN or out of [0, 1) still picks one of the tied queues', () => {
+    for (const value of [Number.NaN, -1, 1, 7]) {
+      const { broker } = harness({ random: () => value });
+      broker.enqueue(ev('j1', { id: 'a', type: 'a' }));
+      broker.enqueue(ev('j2', { id: 'b', type: 'b' }));
+      const d = broker.tryDequeue(['a', 'b']);
+      assert.ok(d !== undefined && ['a', 'b'].includes(d.evaluation.id), `random() = ${value} dequeued ${d?.evaluation.id}`);
+    }
   });
 
   test('nack and failure counters', async () => {
