@@ -1,5 +1,6 @@
 import { sleep, systemClock, type Clock } from './clock.js';
 import { InvalidOptionError } from './errors.js';
+import { assertKnownKeys } from './option-keys.js';
 
 /** How a worker waits after errors (the seed's `backoffErr`/`backoffReset`). */
 export interface BackoffOptions {
@@ -33,6 +34,7 @@ export function resolveBackoffOptions(options: unknown, prefix = 'backoff'): Res
     throw new InvalidOptionError(prefix, 'an object of backoff options', options);
   }
   const o = options as Record<string, unknown>;
+  assertKnownKeys(prefix, o, ['baselineMs', 'limitMs', 'factor', 'jitter']);
   const number = (key: 'baselineMs' | 'limitMs' | 'factor', min: number): number => {
     const value = o[key] ?? backoffDefaults[key];
     if (typeof value !== 'number' || !Number.isFinite(value) || value < min) {

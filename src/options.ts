@@ -12,6 +12,7 @@ import { systemClock, type Clock } from './clock.js';
 import { InvalidOptionError } from './errors.js';
 import { createDefaultLogger, isLogger, type Logger } from './observability/logger.js';
 import { isRegistry, Registry } from './observability/metrics.js';
+import { assertKnownKeys } from './option-keys.js';
 import type { ModuleRef } from './pool/messages.js';
 import type { ResourceLimits } from './pool/thread-pool.js';
 import type { EvaluatePlan } from './state/types.js';
@@ -197,18 +198,21 @@ function object(key: string, value: unknown): Record<string, unknown> | undefine
   return value as Record<string, unknown>;
 }
 
-const knownKeys = new Set<string>([
+const knownKeys: readonly string[] = [
   'threads', 'workers', 'schedulers', 'handlers', 'backoff', 'broker', 'dequeueTimeoutMs', 'syncLimitMs', 'maxPlanAttempts',
   'cancelGraceMs', 'batchSize', 'idleTimeoutMs', 'tables', 'evaluatePlan', 'tickMs', 'resourceLimits', 'maxPayloadBytes',
   'logger', 'registry', 'clock',
-]);
+];
+
+/** What `broker` may set: the engine supplies the broker's clock, logger, registry and its two hooks itself. */
+const brokerKeys: readonly string[] = ['nackTimeoutMs', 'deliveryLimit', 'initialNackDelayMs', 'subsequentNackDelayMs', 'random'];
 
 /** Validates `createEngine` options (typed errors naming the option) and fills in every default. */
 export function resolveEngineOptions(options: unknown): ResolvedEngineOptions {
   const o = object('options', options ?? {})!;
-  for (const key of Object.keys(o)) {
-    if (!knownKeys.has(key)) throw new InvalidOptionError(key, `a known option (${[...knownKeys].join(', ')})`, key);
-  }
+  assertKnownKeys('', o, knownKeys);
+  const broker = object('broker', o['broker']) ?? {};
+  assertKnownKeys('broker', broker, brokerKeys);
   const d = engineDefaults;
   const threads = resolveThreads(o['threads']);
   const workers = integer(o, 'workers', 1, 100_000, threads.max * d.workersPerThread);
@@ -247,7 +251,7 @@ export function resolveEngineOptions(options: unknown): ResolvedEngineOptions {
     schedulers: resolveModules('schedulers', o['schedulers']),
     handlers: resolveModules('handlers', o['handlers']),
     backoff: resolveBackoffOptions(o['backoff']),
-    broker: (object('broker', o['broker']) ?? {}) as NonNullable<EngineOptions['broker']>,
+    broker: broker as NonNullable<EngineOptions['broker']>,
     dequeueTimeoutMs: integer(o, 'dequeueTimeoutMs', 0, 3_600_000, d.dequeueTimeoutMs),
     syncLimitMs: integer(o, 'syncLimitMs', 1, 3_600_000, d.syncLimitMs),
     maxPlanAttempts: integer(o, 'maxPlanAttempts', 1, 1000, d.maxPlanAttempts),

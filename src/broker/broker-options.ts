@@ -2,6 +2,7 @@ import { systemClock, type Clock } from '../clock.js';
 import { InvalidOptionError } from '../errors.js';
 import { createDefaultLogger, isLogger, type Logger } from '../observability/logger.js';
 import { isRegistry, Registry } from '../observability/metrics.js';
+import { assertKnownKeys } from '../option-keys.js';
 
 export interface EvalBrokerOptions {
   /** How long a delivery may stay unacked before the broker nacks it, ms. Default 60000. */
@@ -62,6 +63,10 @@ export function resolveEvalBrokerOptions(options: unknown): ResolvedEvalBrokerOp
     throw new InvalidOptionError('options', 'an object of eval broker options', options);
   }
   const o = options as Record<string, unknown>;
+  assertKnownKeys('broker', o, [
+    'nackTimeoutMs', 'deliveryLimit', 'initialNackDelayMs', 'subsequentNackDelayMs', 'clock', 'logger', 'registry', 'random',
+    'extendNackDeadline', 'validatePayload',
+  ]);
   const number = (key: keyof typeof evalBrokerDefaults, check: (n: number) => boolean, expected: string): number => {
     const value = o[key] ?? evalBrokerDefaults[key];
     if (typeof value !== 'number' || !Number.isFinite(value) || !check(value)) {

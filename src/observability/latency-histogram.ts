@@ -6,7 +6,7 @@
  * histogram. Nothing is sampled or dropped: every observation lands in its bucket, only the bookkeeping is cheaper.
  */
 import type { Metric, MetricValueWithName, Registry } from 'prom-client';
-import { latencyBucketsSeconds } from './metrics.js';
+import { latencyBucketsSeconds, metricConflict } from './metrics.js';
 
 /** Bucket counts of one label set, in milliseconds internally (the clock's unit), exported in seconds. */
 export class LatencySeries {
@@ -70,6 +70,7 @@ export class LatencyHistogram {
   static on(registry: Registry, config: LatencyHistogramConfig): LatencyHistogram {
     const found = registry.getSingleMetric(config.name) as unknown;
     if (found instanceof LatencyHistogram) return found;
+    if (found !== undefined) throw metricConflict(config.name, 'LatencyHistogram', found);
     return new LatencyHistogram(registry, config);
   }
 

@@ -1,15 +1,24 @@
 import { Counter, Gauge, Histogram, Registry, type CounterConfiguration, type GaugeConfiguration, type HistogramConfiguration } from 'prom-client';
 
+import { InvalidOptionError } from '../errors.js';
+
 export { Registry } from 'prom-client';
 
 /**
  * prom-client throws when a name is registered twice. Components that share a registry (two brokers in one
  * process, or an engine re-created in tests) reuse the metric registered first instead.
  */
+/** The typed error for a registry that already holds `name` as a metric of another type. */
+export function metricConflict(name: string, expectedType: string, found: unknown): InvalidOptionError {
+  const foundType = (found as { constructor?: { name?: string } } | null)?.constructor?.name ?? typeof found;
+  // The received value shown is the type found under that name (the registry itself would print as `{}`).
+  return new InvalidOptionError('registry', `a Registry where ${name} is free or a ${expectedType}`, foundType);
+}
+
 function existing<T>(registry: Registry, name: string, ctor: abstract new (...args: never[]) => T): T | undefined {
   const found = registry.getSingleMetric(name);
   if (found === undefined) return undefined;
-  if (!(found instanceof ctor)) throw new TypeError(`Metric ${name} is already registered with another type`);
+  if (!(found instanceof ctor)) throw metricConflict(name, ctor.name, found);
   return found;
 }
 
