@@ -74,6 +74,7 @@ export class Engine {
   /** Evaluations of unregistered types the broker still holds and has not failed yet: id → type. */
   readonly #unknown = new Map<string, string>();
   #unknownTimer: ReturnType<Clock['setTimer']> | undefined;
+  #sweepQueued = false;
   #state: EngineStateValue = EngineState.CREATED;
   #stopping: Promise<void> | undefined;
   #startedAt: number | undefined;
@@ -98,7 +99,7 @@ export class Engine {
       logger,
       registry: o.registry,
       // A heartbeat written into the slot since the last look keeps a long scheduler from being redelivered.
-      extendNackDeadline: (id, token) => this.#holderOf(id)?.consumeHeartbeat(token) ?? false,
+      extendNackDeadline: (id, token) => this.#holderOf(id, token)?.consumeHeartbeat(token) ?? false,
       validatePayload: (payload) => {
         const fits = payloadFits(payload, o.maxPayloadBytes);
         if (fits === undefined) throw new InvalidEvaluationError('evaluation.payload', 'a structured-cloneable value', payload);
@@ -107,18 +108,21 @@ export class Engine {
     });
     // A delivery whose deadline fired has been redelivered: ask its thread to stop working on the old one.
     this.broker.events.on('broker:nack', ({ evaluation, token, timedOut }) => {
-      if (!timedOut) return;
-      const holder = this.#holderOf(evaluation.id);
-      if (holder?.current?.token === token) holder.cancelCurrent();
+      if (timedOut) this.#holderOf(evaluation.id, token)?.cancelCurrent();
     });
     // Only registered types are ever executed: an evaluation of any other type is failed as soon as it is ready.
     // One that is not ready yet (delayed, or pending behind its job's evaluation in hand) is watched until it is.
-    this.broker.events.on('broker:enqueue', ({ evaluation, delayedUntil }) => {
+    // A delayed one is found by the periodic sweep once due: no timer of its own, so none outlives stop().
+    this.broker.events.on('broker:enqueue', ({ evaluation }) => {
       if (Object.hasOwn(o.schedulers, evaluation.type) || evaluation.type === FAILED_QUEUE) return;
       this.#unknown.set(evaluation.id, evaluation.type);
-      const sweep = (): void => this.#sweepUnknown();
-      if (delayedUntil === undefined) queueMicrotask(sweep);
-      else o.clock.setTimer(sweep, delayedUntil - o.clock.now());
+      // One sweep per burst: a sweep looks at every watched evaluation.
+      if (this.#sweepQueued) return;
+      this.#sweepQueued = true;
+      queueMicrotask(() => {
+        this.#sweepQueued = false;
+        this.#sweepUnknown();
+      });
     });
     this.#pool = new ThreadPool({
       minThreads: o.threads.min,
@@ -187,12 +191,17 @@ export class Engine {
     try {
       await this.#pool.start();
     } catch (error) {
+      // stop() came while the threads booted: it released everything, and the engine stays stopped.
+      if (this.#state !== EngineState.STARTING) return;
       // The threads cannot boot: nothing runs. Release what was started; the engine is stopped.
       await this.#pool.stop({ force: true });
       this.plans.stop();
       this.#state = EngineState.STOPPED;
       throw error;
     }
+    // stop() came while the threads booted: starting the workers and the ticker now would run them on a stopped
+    // pool for good. start() resolves; the engine is stopped (or stopping), as its status says.
+    if (this.#state !== EngineState.STARTING) return;
     this.#startedAt = performance.now();
     for (const worker of this.#workers) void worker.start();
     this.tasks.start();
@@ -205,6 +214,10 @@ export class Engine {
    * structured-cloneable and at most `maxPayloadBytes` once serialized).
    */
   enqueue(evaluation: Evaluation): void {
+    if (this.#state === EngineState.STOPPING || this.#state === EngineState.STOPPED) {
+      // The broker would keep it, but no worker would ever take it: say so instead of accepting it.
+      throw new InvalidStateError(`Expected a created, starting or running engine to enqueue into, but it is ${this.#state}`);
+    }
     this.broker.enqueue(evaluation);
   }
 
@@ -213,15 +226,24 @@ export class Engine {
    * evaluation is nacked for redelivery. False when no worker holds it.
    */
   cancel(evaluationId: string): boolean {
-    return this.#holderOf(evaluationId)?.cancelCurrent() ?? false;
+    if (typeof evaluationId !== 'string' || evaluationId === '') {
+      throw new InvalidArgumentError('evaluationId', 'a non-empty string', evaluationId);
+    }
+    const token = this.broker.outstanding(evaluationId);
+    return token === undefined ? false : (this.#holderOf(evaluationId, token)?.cancelCurrent() ?? false);
   }
 
   /**
-   * The worker holding a delivery of this evaluation. A scan rather than an id → worker map: cancels and deadline
-   * extensions are rare, and keeping a map current cost two map writes on every evaluation's hot path.
+   * The worker holding this delivery of the evaluation. By token as well as id: after a nack deadline fires, the
+   * worker with the old delivery keeps it until its thread lets go while another already runs the redelivery.
+   * A scan rather than an id → worker map: cancels and deadline extensions are rare, and keeping a map current cost
+   * two map writes on every evaluation's hot path.
    */
-  #holderOf(evaluationId: string): SchedulingWorker | undefined {
-    for (const worker of this.#workers) if (worker.current?.evaluation.id === evaluationId) return worker;
+  #holderOf(evaluationId: string, token: string): SchedulingWorker | undefined {
+    for (const worker of this.#workers) {
+      const current = worker.current;
+      if (current !== undefined && current.token === token && current.evaluation.id === evaluationId) return worker;
+    }
     return undefined;
   }
 
@@ -362,7 +384,9 @@ export class Engine {
     this.plans.stop();
     this.#clearUnknownTimer();
     this.#state = EngineState.STOPPED;
-    this.events.emit('engine:stop', { requeued: this.broker.stats().totalReady, forced });
+    let requeued = 0;
+    for (const worker of this.#workers) requeued += worker.givenBack;
+    this.events.emit('engine:stop', { requeued, forced });
   }
 }
 
@@ -371,6 +395,9 @@ function stopGraceMs(options: unknown): number {
   if (options === undefined) return 5_000;
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
     throw new InvalidArgumentError('options', 'an object like { graceMs } or undefined', options);
+  }
+  for (const key of Object.keys(options)) {
+    if (key !== 'graceMs') throw new InvalidArgumentError(`options.${key}`, 'no such option (stop takes { graceMs })', (options as Record<string, unknown>)[key]);
   }
   const graceMs = (options as { graceMs?: unknown }).graceMs;
   if (graceMs === undefined) return 5_000;

@@ -82,6 +82,7 @@ export class SchedulingWorker {
   #interrupt = new AbortController();
   #done: Promise<void> | undefined;
   #processed = 0;
+  #givenBack = 0;
 
   constructor(deps: WorkerDeps) {
     this.#deps = deps;
@@ -116,14 +117,20 @@ export class SchedulingWorker {
     return this.#processed;
   }
 
+  /** Evaluations this worker nacked back into the broker while stopping (the engine's `engine:stop` `requeued`). */
+  get givenBack(): number {
+    return this.#givenBack;
+  }
+
   start(): Promise<void> {
+    if (this.#status === WorkerStatus.STOPPED) return Promise.resolve();
     this.#done ??= this.#run();
     return this.#done;
   }
 
-  /** Takes effect at the next dequeue: the evaluation in hand is finished first. */
+  /** Takes effect at the next dequeue: the evaluation in hand is finished first. Before start, it starts paused. */
   pause(): void {
-    if (this.#status !== WorkerStatus.RUNNING) return;
+    if (this.#status !== WorkerStatus.RUNNING && this.#status !== WorkerStatus.STARTING) return;
     this.#setStatus(WorkerStatus.PAUSED);
     this.#interruptDequeue();
   }
@@ -143,7 +150,12 @@ export class SchedulingWorker {
     this.#interruptDequeue();
     this.#resume?.();
     this.#resume = undefined;
-    return this.#done ?? Promise.resolve();
+    if (this.#done === undefined) {
+      // Never started (the engine stopped while its threads booted): there is no loop to wind down.
+      if (this.#status !== WorkerStatus.STOPPED) this.#setStatus(WorkerStatus.STOPPED);
+      return Promise.resolve();
+    }
+    return this.#done;
   }
 
   /** Cancels the evaluation in hand (the thread sees it in shared memory). */
@@ -182,12 +194,14 @@ export class SchedulingWorker {
       }
       this.#activity = WorkerActivity.DEQUEUING;
       let taken: Taken;
+      const interrupt = this.#interrupt.signal;
       try {
         const ready = broker.tryDequeue(types);
-        taken = ready !== undefined ? this.#take(ready) : await this.#waitForDelivery(dequeueTimeoutMs);
+        taken = ready !== undefined ? this.#take(ready) : await this.#waitForDelivery(dequeueTimeoutMs, interrupt);
       } catch (error) {
         if (this.#shuttingDown) break;
-        if (this.#isPaused()) continue; // pause() aborted the wait: nothing went wrong
+        // pause() aborted the wait (and resume() may have come since): nothing went wrong.
+        if (interrupt.aborted) continue;
         this.#deps.logger.warn({ err: error, worker: this.id }, 'failed to dequeue evaluation');
         this.#activity = WorkerActivity.BACKOFF;
         if (await backoff.wait(signal)) break;
@@ -213,9 +227,9 @@ export class SchedulingWorker {
    * `#process` runs synchronously up to the dispatch, so the evaluation is on its way to a thread before the
    * enqueue that made it available returns, instead of after a promise job.
    */
-  #waitForDelivery(timeoutMs: number): Promise<Taken> {
+  #waitForDelivery(timeoutMs: number, interrupt: AbortSignal): Promise<Taken> {
     return new Promise<Taken>((resolve, reject) => {
-      this.#deps.broker.dequeueWith(this.#deps.types, timeoutMs, this.#interrupt.signal, (error, delivery) => {
+      this.#deps.broker.dequeueWith(this.#deps.types, timeoutMs, interrupt, (error, delivery) => {
         if (error !== undefined) reject(error);
         else resolve(delivery === undefined ? NOTHING : this.#take(delivery));
       });
@@ -240,6 +254,8 @@ export class SchedulingWorker {
         const generation = slots.claim(this.#slot);
         if (generation < 0) throw new InvalidStateError(`Expected worker ${this.id}'s slot to be idle before a dispatch`);
         this.#current.generation = generation;
+        // A new claim starts the slot's heartbeat count from zero: count this attempt's heartbeats from there.
+        this.#current.heartbeatsSeen = 0;
         this.#activity = WorkerActivity.SCHEDULING;
         const started = metrics.startScheduling();
         const outcome = await pool.dispatch({
@@ -324,6 +340,7 @@ export class SchedulingWorker {
   #nack(evaluation: Evaluation, token: string, reason: Error): void {
     try {
       this.#deps.broker.nack(evaluation.id, token, reason);
+      if (this.#shuttingDown) this.#givenBack++;
     } catch (error) {
       this.#deps.logger.debug({ err: error, evalId: evaluation.id }, 'nack refused');
       this.#deps.metrics.refused('nack', (error as TickpoolError).code);
@@ -344,10 +361,6 @@ export class SchedulingWorker {
   #interruptDequeue(): void {
     this.#interrupt.abort();
     this.#interrupt = new AbortController();
-  }
-
-  #isPaused(): boolean {
-    return this.#status === WorkerStatus.PAUSED;
   }
 
   #setStatus(next: WorkerStatusValue): void {

@@ -21,7 +21,7 @@ export type WorkerActivityValue = (typeof WorkerActivity)[keyof typeof WorkerAct
 
 /** Allowed status changes; anything else is a bug and throws. */
 export const workerTransitions: Readonly<Record<WorkerStatusValue, readonly WorkerStatusValue[]>> = Object.freeze({
-  starting: ['running', 'stopping'],
+  starting: ['running', 'paused', 'stopping'],
   running: ['paused', 'stopping'],
   paused: ['running', 'stopping'],
   stopping: ['stopped'],

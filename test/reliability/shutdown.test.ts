@@ -108,7 +108,8 @@ test('stop() while the caller disables the broker: every evaluation is acked or 
   const returned = new Set(flushed);
   for (const id of ids) assert.equal((acked.get(id) ?? 0) + (returned.has(id) ? 1 : 0), 1, `${id} is acked once or returned`);
   assert.equal(held(engine), 0, 'the disabled broker holds nothing');
-  assert.throws(() => engine.enqueue(evaluation('late', 'gated')), { code: 'ERR_BROKER_DISABLED' });
+  assert.throws(() => engine.broker.enqueue(evaluation('late', 'gated')), { code: 'ERR_BROKER_DISABLED' });
+  assert.throws(() => engine.enqueue(evaluation('late', 'gated')), { code: 'ERR_INVALID_STATE' }, 'a stopped engine takes no new work');
   assertRunsCanceled(engine);
 });
 
