@@ -14,6 +14,8 @@
 export const SlotField = Object.freeze({ WORD: 0, HEARTBEAT: 1, OWNER: 2, PHASE: 3 });
 export const SLOT_INT32S = 4;
 export const SLOT_BYTES = SLOT_INT32S * Int32Array.BYTES_PER_ELEMENT;
+/** The most slots a table may reserve (1 GiB of address space); `create` and `attach` both hold buffers to it. */
+export const MAX_SLOTS = 1 << 26;
 
 export const SlotState = Object.freeze({
   /** Free: main may claim it. */
