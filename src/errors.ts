@@ -261,10 +261,14 @@ export class RunNotYetDueError extends TickpoolError {
   override readonly code: string = 'ERR_RUN_NOT_YET_DUE';
   readonly dueAt: number;
   constructor(dueAt: number) {
-    super(`Expected a run to be due, but the next one is due at ${Number.isFinite(dueAt) ? new Date(dueAt).toISOString() : String(dueAt)}`, {
-      details: { dueAt },
-    });
+    super(`Expected a run to be due, but the next one is due at ${RunNotYetDueError.#when(dueAt)}`, { details: { dueAt } });
     this.dueAt = dueAt;
+  }
+
+  /** ISO time, or the number itself beyond what a `Date` holds (±8.64e15 ms), where `toISOString` throws. */
+  static #when(dueAt: number): string {
+    const date = new Date(dueAt);
+    return Number.isNaN(date.getTime()) ? String(dueAt) : date.toISOString();
   }
 }
 

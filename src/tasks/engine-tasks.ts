@@ -10,7 +10,7 @@ import type { Logger } from '../observability/logger.js';
 import type { Registry } from '../observability/metrics.js';
 import type { ThreadPool } from '../pool/thread-pool.js';
 import type { SlotTable } from '../slots/slot-table.js';
-import { MemoryDesiredState } from './memory-desired-state.js';
+import { MemoryDesiredState, putTaskUndoably } from './memory-desired-state.js';
 import { MemoryRunLog } from './memory-run-log.js';
 import { PoolExecutor } from './pool-executor.js';
 import type { Task } from './task.js';
@@ -49,18 +49,23 @@ export class EngineTasks extends TaskScheduler {
     this.runLog = runLog;
   }
 
-  /** Stores the task (validated synchronously) and claims it. Returns the validated task. */
+  /**
+   * Stores the task (validated synchronously) and claims it. Returns the validated task. When the claim fails (the
+   * slot table cannot hold `maxConcurrency` more slots) the store is left as it was: a task that was not stored is
+   * removed, one that was (unclaimed) is put back with its progress.
+   */
   add(task: unknown, meta?: unknown): Task {
     const id = (task as { id?: unknown } | null)?.id;
     if (typeof id === 'string' && this.taskStats(id)?.state === 'claimed') throw new TaskAlreadyClaimedError(id);
-    const valid = this.desiredState.putTask(task, meta);
+    const put = putTaskUndoably(this.desiredState, task, meta);
     try {
-      this.claimTask(valid, meta);
+      this.claimTask(put.task, meta);
     } catch (error) {
-      this.desiredState.deleteTask(valid.id);
+      // A claim that took effect before something after it threw (a throwing clock) needs its task stored.
+      if (this.taskStats(put.task.id)?.state !== 'claimed') put.undo();
       throw error;
     }
-    return valid;
+    return put.task;
   }
 
   /**

@@ -1,7 +1,8 @@
-import { systemClock, type Clock } from '../clock.js';
+import type { Clock } from '../clock.js';
 import { DuplicateRunError, InvalidArgumentError, RunNotYetDueError, TaskNotFoundError } from '../errors.js';
 import { planNextRun } from './catch-up.js';
 import { growFloat64 } from './growable.js';
+import { clockOption, optionsObject } from './option-checks.js';
 import type { Schedule } from './schedule/index.js';
 import { scheduleOf, taskDefaults, validateTask, validateTaskMeta, type Task } from './task.js';
 import type { DesiredState, QueuedRun, RunCreation } from './types.js';
@@ -31,6 +32,18 @@ export interface TaskProgress {
   readonly running: number;
 }
 
+/** A `putTask` that can be taken back: the stored task, and what puts the store back as it was before. */
+export interface UndoablePut {
+  readonly task: Task;
+  undo(): void;
+}
+
+/**
+ * `putTask`, and a way back: `EngineTasks.add` stores, then claims, and a claim that fails must leave the store as
+ * it was. Internal to `src/tasks` (not re-exported): the public face stays `putTask`/`deleteTask`.
+ */
+export let putTaskUndoably: (store: MemoryDesiredState, task: unknown, meta?: unknown) => UndoablePut;
+
 /**
  * The in-memory desired state and task store: InfluxDB's `StoreTaskMeta` logic (`CreateNextRun`, `FinishRun`,
  * manual runs) for many tasks at once, synchronous throughout.
@@ -54,8 +67,13 @@ export class MemoryDesiredState implements DesiredState {
   readonly #free: number[] = [];
   #runSeq = 0;
 
-  constructor(options: MemoryDesiredStateOptions = {}) {
-    this.#clock = options.clock ?? systemClock;
+  static {
+    putTaskUndoably = (store, task, meta) => store.#putUndoably(task, meta);
+  }
+
+  /** Throws `InvalidOptionError` for options that are not an object, or a `clock` that is not a `Clock`. */
+  constructor(options?: MemoryDesiredStateOptions) {
+    this.#clock = clockOption(optionsObject(options, 'an object like { clock?: Clock }')['clock']);
   }
 
   /** Tasks stored. */
@@ -89,6 +107,38 @@ export class MemoryDesiredState implements DesiredState {
     this.#tasks[index] = valid;
     this.#schedules[index] = schedule;
     return valid;
+  }
+
+  /**
+   * `putTask`, remembering what it replaces. `undo` removes a task that was new, or puts back a replaced one with
+   * its schedule and progress (`putTask` leaves runs alone); it does nothing once the entry has changed again.
+   */
+  #putUndoably(task: unknown, meta: unknown): UndoablePut {
+    const valid = validateTask(task); // putTask takes a validated task as is
+    const id = valid.id;
+    const index = this.#ids.get(id);
+    if (index === undefined) {
+      const added = this.putTask(valid, meta);
+      const undo = (): void => {
+        if (this.getTask(id) === added) this.deleteTask(id);
+      };
+      return { task: added, undo };
+    }
+    const before = {
+      task: this.#tasks[index]!,
+      schedule: this.#schedules[index]!,
+      latestScheduled: this.#latestScheduled[index]!,
+      latestCompleted: this.#latestCompleted[index]!,
+    };
+    const put = this.putTask(valid, meta);
+    const undo = (): void => {
+      if (this.#ids.get(id) !== index || this.#tasks[index] !== put) return;
+      this.#tasks[index] = before.task;
+      this.#schedules[index] = before.schedule;
+      this.#latestScheduled[index] = before.latestScheduled;
+      this.#latestCompleted[index] = before.latestCompleted;
+    };
+    return { task: put, undo };
   }
 
   /** Removes a task with its queued manual runs; false when unknown. */

@@ -1,4 +1,5 @@
-import { InvalidArgumentError } from '../errors.js';
+import { InvalidOptionError } from '../errors.js';
+import { optionsObject } from './option-checks.js';
 import type { Task } from './task.js';
 import {
   isFinalStatus,
@@ -111,9 +112,13 @@ export class MemoryRunLog implements LogWriter {
   readonly #maxRunsPerTask: number;
   readonly #runs = new Map<string, MutableRun[]>();
 
-  constructor(options: MemoryRunLogOptions = {}) {
-    const max = options.maxRunsPerTask ?? memoryRunLogDefaults.maxRunsPerTask;
-    if (!Number.isInteger(max) || max < 1) throw new InvalidArgumentError('maxRunsPerTask', 'a positive integer', max);
+  /** Throws `InvalidOptionError` for options that are not an object, or a `maxRunsPerTask` that is not a positive integer. */
+  constructor(options?: MemoryRunLogOptions) {
+    const o = optionsObject(options, 'an object like { maxRunsPerTask?: number }');
+    const max = o['maxRunsPerTask'] ?? memoryRunLogDefaults.maxRunsPerTask;
+    if (typeof max !== 'number' || !Number.isInteger(max) || max < 1) {
+      throw new InvalidOptionError('maxRunsPerTask', 'a positive integer', max);
+    }
     this.#maxRunsPerTask = max;
   }
 

@@ -31,7 +31,7 @@ export class PoolExecutor implements Executor {
   constructor(options: PoolExecutorOptions) {
     this.#pool = options.pool;
     this.#handlers = new Set(options.handlers);
-    this.#metrics = new ExecutorMetrics(options.registry, () => options.pool.stats().queued);
+    this.#metrics = new ExecutorMetrics(options.registry, options.pool);
   }
 
   execute(run: QueuedRun, context: ExecuteContext): RunPromise {

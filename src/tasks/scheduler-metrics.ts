@@ -1,5 +1,7 @@
-import type { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { counter, gauge, histogram, latencyBucketsSeconds } from '../observability/metrics.js';
+import type { Counter, Histogram, Registry } from 'prom-client';
+import { counter, histogram, latencyBucketsSeconds } from '../observability/metrics.js';
+import { addToSummedGauge } from './summed-gauge.js';
+import type { SchedulerStateValue, TaskSchedulerStats } from './task-scheduler.js';
 import type { FinalRunStatus } from './types.js';
 
 /** Buckets for run durations, seconds: 1 ms to 1 hour. */
@@ -8,30 +10,47 @@ const durationBucketsSeconds: readonly number[] = [0.001, 0.005, 0.025, 0.1, 0.5
 /** What failed, for `tickpool_task_scheduler_errors_total{operation}`. */
 export type SchedulerOperation = 'create_run' | 'finish_run' | 'execute' | 'log' | 'cancel';
 
+/** What the gauges read of a scheduler: its public face. */
+export interface GaugedScheduler {
+  readonly state: SchedulerStateValue;
+  stats(): Pick<TaskSchedulerStats, 'claimedTasks' | 'runsActive'>;
+}
+
+// Functions of the scheduler, not closures over it (see `summed-gauge.ts`).
+const claimsOf = (scheduler: GaugedScheduler): number => (scheduler.state === 'stopped' ? 0 : scheduler.stats().claimedTasks);
+const runsOf = (scheduler: GaugedScheduler): number => scheduler.stats().runsActive;
+
 /**
- * The scheduler's Prometheus metrics, after InfluxDB's `task_scheduler_*` names. Gauges move with inc/dec, so
- * schedulers sharing a registry add up. Per run the scheduler pays two histogram observations and a few counter
- * increments (well under a microsecond); nothing is per task or per tick, and no label carries a task id (one
- * series per task would not survive a million tasks).
+ * The scheduler's Prometheus metrics, after InfluxDB's `task_scheduler_*` names. The two gauges are read at
+ * scrape time and summed over the schedulers on the registry (a stopped one counts no claims: they are kept for a
+ * restart, but nothing schedules them); counters and histograms of schedulers sharing a registry add up by
+ * themselves. Per run the scheduler pays two histogram observations and a few counter increments (well under a
+ * microsecond); nothing is per task or per tick, and no label carries a task id (one series per task would not
+ * survive a million tasks).
  */
 export class SchedulerMetrics {
-  readonly claimsActive: Gauge;
-  readonly runsActive: Gauge;
   readonly runsComplete: Counter<'status'>;
   readonly scheduleDelay: Histogram;
   readonly runDuration: Histogram<'status'>;
   readonly retries: Counter;
   readonly errors: Counter<'operation'>;
 
-  constructor(registry: Registry) {
-    this.claimsActive = gauge(registry, {
-      name: 'tickpool_task_scheduler_claims_active',
-      help: 'Tasks claimed by the task scheduler.',
-    });
-    this.runsActive = gauge(registry, {
-      name: 'tickpool_task_scheduler_runs_active',
-      help: 'Runs in flight: being created, executing, waiting to retry, or canceled and not yet stopped.',
-    });
+  constructor(registry: Registry, scheduler: GaugedScheduler) {
+    addToSummedGauge(
+      registry,
+      { name: 'tickpool_task_scheduler_claims_active', help: 'Tasks claimed by task schedulers that are not stopped.' },
+      scheduler,
+      claimsOf,
+    );
+    addToSummedGauge(
+      registry,
+      {
+        name: 'tickpool_task_scheduler_runs_active',
+        help: 'Runs in flight: being created, executing, waiting to retry, or canceled and not yet stopped.',
+      },
+      scheduler,
+      runsOf,
+    );
     this.runsComplete = counter(registry, {
       name: 'tickpool_task_scheduler_runs_complete_total',
       help: 'Runs ended, by final status (success, failed, canceled).',

@@ -1,10 +1,11 @@
 import { resolveBackoffOptions, type BackoffOptions, type ResolvedBackoffOptions } from '../backoff.js';
-import { systemClock, type Clock } from '../clock.js';
+import type { Clock } from '../clock.js';
 import { InvalidOptionError } from '../errors.js';
 import { createDefaultLogger, isLogger, type Logger } from '../observability/logger.js';
 import { isRegistry, Registry } from '../observability/metrics.js';
 import { SlotTable } from '../slots/slot-table.js';
 import { MemoryRunLog } from './memory-run-log.js';
+import { clockOption, hasMethods } from './option-checks.js';
 import type { DesiredState, Executor, LogWriter } from './types.js';
 
 export interface TaskSchedulerOptions {
@@ -66,10 +67,7 @@ export function resolveTaskSchedulerOptions(options: unknown): ResolvedTaskSched
   if (!hasMethods(logWriter, ['updateRunState'])) {
     throw new InvalidOptionError('logWriter', 'a LogWriter (updateRunState)', logWriter);
   }
-  const clock = (o['clock'] ?? systemClock) as Clock;
-  if (!hasMethods(clock, ['now', 'setTimer', 'clearTimer'])) {
-    throw new InvalidOptionError('clock', 'a Clock (now, setTimer, clearTimer)', clock);
-  }
+  const clock = clockOption(o['clock']);
   const now = o['now'] ?? clock.now();
   if (typeof now !== 'number' || !Number.isFinite(now)) throw new InvalidOptionError('now', 'a finite time in epoch ms', now);
   const logger = o['logger'] ?? createDefaultLogger();
@@ -84,9 +82,4 @@ export function resolveTaskSchedulerOptions(options: unknown): ResolvedTaskSched
   if (!(slots instanceof SlotTable)) throw new InvalidOptionError('slots', 'a SlotTable', slots);
   const backoff = resolveBackoffOptions(o['backoff']);
   return { desiredState, executor, logWriter, now, clock, logger, registry, tickMs, slots, backoff };
-}
-
-function hasMethods(value: unknown, names: readonly string[]): boolean {
-  if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return false;
-  return names.every((name) => typeof (value as Record<string, unknown>)[name] === 'function');
 }

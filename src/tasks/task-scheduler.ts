@@ -128,7 +128,7 @@ export class TaskScheduler {
     this.#clock = this.#o.clock;
     this.#slots = this.#o.slots;
     this.#logger = this.#o.logger.child({ svc: 'tasks/scheduler' });
-    this.#metrics = new SchedulerMetrics(this.#o.registry);
+    this.#metrics = new SchedulerMetrics(this.#o.registry, this);
     this.#now = this.#o.now;
     this.events = new TypedEmitter<TaskSchedulerEvents>(() => this.#logger);
   }
@@ -199,7 +199,6 @@ export class TaskScheduler {
     } else {
       index = this.#claims.add(valid, this.#slots.allocate(count), nextDue);
     }
-    this.#metrics.claimsActive.inc();
     if (this.events.hasListeners('task:claim')) this.events.emit('task:claim', { taskId: valid.id, nextDue });
     if (nextDue <= now) this.#work(index, now);
     else this.#reschedule(index, now);
@@ -216,7 +215,6 @@ export class TaskScheduler {
     if (index < 0) throw new TaskNotClaimedError(taskId);
     this.#calendar.delete(index);
     this.#claims.release(index);
-    this.#metrics.claimsActive.dec();
     const activity = this.#activity.get(index);
     const runs = activity === undefined ? [] : [...activity.runs];
     let stopped: Promise<void> = Promise.resolve();
@@ -403,7 +401,6 @@ export class TaskScheduler {
     activity.runs.push(run);
     activity.creating = true;
     this.#runsActive++;
-    this.#metrics.runsActive.inc();
     let creation: MaybePromise<RunCreation>;
     try {
       creation = this.#o.desiredState.createNextRun(run.task.id, now);
@@ -754,7 +751,6 @@ export class TaskScheduler {
     if (at < 0) return;
     activity!.runs.splice(at, 1);
     this.#runsActive--;
-    this.#metrics.runsActive.dec();
   }
 
   /** Releases what a task no longer needs: retired slot ranges, a drained claim, resolved waiters, idle activity. */

@@ -9,7 +9,9 @@
  * - backlog: more than one scheduled time due at once (the process was busy, or the task was claimed with
  *   `latestCompleted` in the past); `catchUp` decides what runs.
  */
+import { isStructuredCloneable } from '../broker/evaluation.js';
 import { InvalidTaskError } from '../errors.js';
+import { payloadFits } from '../payload-size.js';
 import { parseEvery, parseSchedule, type Schedule } from './schedule/index.js';
 
 /** What a backlog runs: every due time in order (`'all'`), only the newest (`'latest'`), or none (`'none'`). */
@@ -21,9 +23,9 @@ export interface Task {
   readonly id: string;
   /** 5 or 6 fields, evaluated in `timezone`. Exactly one of `cron` and `every`. */
   readonly cron?: string;
-  /** Period in ms, aligned to whole multiples since the epoch. */
+  /** Period in ms, aligned to whole multiples since the epoch; at most 100 years. */
   readonly every?: number;
-  /** Dispatch delay after each scheduled time, ms; negative dispatches early. Default 0. */
+  /** Dispatch delay after each scheduled time, ms; negative dispatches early; at most 100 years either way. Default 0. */
   readonly offset?: number;
   /** IANA zone of `cron`. Default UTC. */
   readonly timezone?: string;
@@ -35,7 +37,7 @@ export interface Task {
   readonly catchUp?: CatchUpPolicy;
   /** Name of a registered handler. */
   readonly handler: string;
-  /** Handed to the handler as is; must survive structured clone to reach a pool thread. */
+  /** Handed to the handler as is; must survive structured clone to reach a pool thread (checked when validated). */
   readonly payload?: unknown;
 }
 
@@ -50,11 +52,20 @@ export interface TaskMeta {
   readonly latestCompleted?: number;
 }
 
+/** 100 Julian years in ms: far beyond any real period or delay, and far inside what a `Date` holds (±8.64e15 ms). */
+const HUNDRED_YEARS_MS = 100 * 365.25 * 86_400_000;
+
 export const taskLimits = Object.freeze({
   maxConcurrency: Object.freeze({ min: 1, max: 100 }),
   retry: Object.freeze({ min: 0, max: 100 }),
   idLength: 256,
   handlerLength: 256,
+  /**
+   * Longest `every` and `|offset|`. The schedule math works for any safe integer; a task is bounded so that its
+   * due times stay times (a period of 9e15 ms puts the next run past the end of `Date`).
+   */
+  maxEveryMs: HUNDRED_YEARS_MS,
+  maxOffsetMs: HUNDRED_YEARS_MS,
 });
 
 export const taskDefaults = Object.freeze({
@@ -111,6 +122,7 @@ export function validateTask(value: unknown): Task {
   // The schedule parser checks exactly-one-of `cron`/`every`, the cron fields, the zone and the period.
   parseSchedule({ cron, every, timezone });
   const period = every === undefined ? undefined : parseEvery(every);
+  if (period !== undefined && period > taskLimits.maxEveryMs) throw new InvalidTaskError('every', EVERY_EXPECTED, every);
   const offsetMs = offset === undefined ? undefined : parseOffset(offset);
   checkInteger('maxConcurrency', maxConcurrency, taskLimits.maxConcurrency);
   if (retry !== undefined) checkInteger('retry', retry, taskLimits.retry);
@@ -120,6 +132,8 @@ export function validateTask(value: unknown): Task {
   if (typeof handler !== 'string' || handler.length === 0 || handler.length > taskLimits.handlerLength) {
     throw new InvalidTaskError('handler', `the name of a registered handler (a non-empty string of at most ${taskLimits.handlerLength} characters)`, handler);
   }
+  // Every run hands the payload to a pool thread by structured clone: one that cannot cross would fail every run.
+  if (!isCloneable(input['payload'])) throw new InvalidTaskError('payload', 'a structured-cloneable value', input['payload']);
 
   // Only given fields are copied: an idle claimed task should not pay 8 bytes for each absent one.
   const task = Object.create(validatedTask) as Record<string, unknown>;
@@ -154,25 +168,39 @@ export function validateTaskMeta(value: unknown): TaskMeta {
   return latestCompleted === undefined ? {} : { latestCompleted };
 }
 
-const OFFSET_EXPECTED = "an integer of milliseconds or a duration like '30s', '-5m' or '1h30m' (may be negative)";
+const EVERY_EXPECTED = `a period of at most 100 years (${taskLimits.maxEveryMs} ms): a positive integer of milliseconds or a duration like '10s', '5m' or '1h30m'`;
+const OFFSET_EXPECTED = `an integer of milliseconds or a duration like '30s', '-5m' or '1h30m' (may be negative), at most 100 years (${taskLimits.maxOffsetMs} ms) either way`;
 
 /** `offset`: integer ms or a duration string with an optional leading '-'; 0 and '0' are allowed. */
 export function parseOffset(value: unknown): number {
+  let ms: number;
   if (typeof value === 'number') {
-    if (Number.isSafeInteger(value)) return value === 0 ? 0 : value;
-    throw new InvalidTaskError('offset', OFFSET_EXPECTED, value);
+    if (!Number.isSafeInteger(value)) throw new InvalidTaskError('offset', OFFSET_EXPECTED, value);
+    ms = value === 0 ? 0 : value;
+  } else {
+    if (typeof value !== 'string') throw new InvalidTaskError('offset', OFFSET_EXPECTED, value);
+    const negative = value.startsWith('-');
+    const magnitude = negative ? value.slice(1) : value;
+    if (magnitude === '0') return 0;
+    try {
+      ms = negative ? -parseEvery(magnitude) : parseEvery(magnitude);
+    } catch {
+      // parseEvery names `every`; the caller wrote `offset`.
+      throw new InvalidTaskError('offset', OFFSET_EXPECTED, value);
+    }
   }
-  if (typeof value !== 'string') throw new InvalidTaskError('offset', OFFSET_EXPECTED, value);
-  const negative = value.startsWith('-');
-  const magnitude = negative ? value.slice(1) : value;
-  if (magnitude === '0') return 0;
-  try {
-    const ms = parseEvery(magnitude);
-    return negative ? -ms : ms;
-  } catch {
-    // parseEvery names `every`; the caller wrote `offset`.
-    throw new InvalidTaskError('offset', OFFSET_EXPECTED, value);
-  }
+  if (Math.abs(ms) > taskLimits.maxOffsetMs) throw new InvalidTaskError('offset', OFFSET_EXPECTED, value);
+  return ms;
+}
+
+/**
+ * Whether a payload can cross to a pool thread. `payloadFits` vouches for small plain data by walking it, without
+ * serializing (within a limit no payload reaches, only cloneability is asked), and serializes anything else once.
+ * What that serializer refuses, `structuredClone` (what `postMessage` does) may still take — a Node host object such
+ * as a `Blob` — so it has the last word, as it has for the broker's evaluations.
+ */
+function isCloneable(payload: unknown): boolean {
+  return payloadFits(payload, Number.MAX_SAFE_INTEGER) !== undefined || isStructuredCloneable(payload);
 }
 
 function checkInteger(name: string, value: unknown, range: { readonly min: number; readonly max: number }): void {
