@@ -288,12 +288,23 @@ export class SchedulingWorker {
           return;
         }
         this.#activity = WorkerActivity.SUBMITTING;
+        // Nomad's SubmitPlan: waiting in the plan queue is progress, not a hang, so the nack deadline stops meanwhile.
+        // A delivery that is no longer outstanding (its deadline fired and it was redelivered, or the broker was
+        // flushed) must not commit its plan at all: the evaluation belongs to its redelivery now.
+        try {
+          this.#deps.broker.pauseNackTimeout(evaluation.id, token);
+        } catch (error) {
+          this.#deps.logger.debug({ err: error, evalId: evaluation.id }, 'plan of a stale delivery dropped');
+          this.#deps.metrics.refused('submit', (error as TickpoolError).code);
+          return;
+        }
         const submitted = metrics.startSubmit();
         let result;
         try {
           result = await this.#deps.applier.submit({
             writes: plan.writes,
-            allAtOnce: plan.allAtOnce === true,
+            // Passed as returned: the applier refuses a non-boolean (a string "true" is not a partial-commit plan).
+            allAtOnce: plan.allAtOnce as boolean | undefined,
             evalId: evaluation.id,
             priority: evaluation.priority,
           });
@@ -312,7 +323,14 @@ export class SchedulingWorker {
           this.#fail(evaluation, token, new PlanAttemptsExhaustedError(evaluation.id, attempt, reason));
           return;
         }
-        // Partial commit: run the scheduler again once the thread's replica shows the state that rejected us.
+        // Partial commit: run the scheduler again once the thread's replica shows the state that rejected us. The
+        // re-run is guarded by the nack deadline again (ack, nack and fail end the delivery without this).
+        try {
+          this.#deps.broker.resumeNackTimeout(evaluation.id, token);
+        } catch (error) {
+          this.#deps.metrics.refused('resume', (error as TickpoolError).code);
+          return;
+        }
         minIndex = Math.max(minIndex, result.refreshIndex);
         metrics.planRefreshed();
         if (this.#shuttingDown) {

@@ -13,7 +13,7 @@ import { ManualClock } from '../../src/clock.js';
 import { Gate, newGate, set, waitFor } from '../fixtures/gates.js';
 import { acks, created, evaluation, fixture, fixturePath, started, turns } from '../reliability/helpers.js';
 
-test('stop() while start() boots the threads: start() resolves, and neither the workers nor the ticker run after', async () => {
+test('stop() while start() boots the threads: start() resolves, and neither the workers nor the ticker run after', { timeout: 30_000 }, async () => {
   const engine = created({ threads: 1, workers: 2, schedulers: { service: fixture('noop') } });
   const order: string[] = [];
   engine.events.on('engine:start', () => order.push('start'));
@@ -32,7 +32,7 @@ test('stop() while start() boots the threads: start() resolves, and neither the 
   assert.throws(() => engine.enqueue(evaluation('late', 'service')), { code: 'ERR_INVALID_STATE' });
 });
 
-test('workers paused before start() take nothing until resumed', async () => {
+test('workers paused before start() take nothing until resumed', { timeout: 30_000 }, async () => {
   const engine = created({ workers: 2, schedulers: { service: fixture('noop') } });
   engine.pauseWorkers();
   await engine.start();
@@ -45,7 +45,7 @@ test('workers paused before start() take nothing until resumed', async () => {
   assert.deepEqual(await done, ['p1']);
 });
 
-test('pause() undone by resume() before the worker noticed is not a dequeue failure: no warning, no backoff', async () => {
+test('pause() undone by resume() before the worker noticed is not a dequeue failure: no warning, no backoff', { timeout: 30_000 }, async () => {
   const lines: string[] = [];
   const warnLogger = pino({ level: 'warn' }, { write: (line: string) => void lines.push(line) });
   // A manual clock that never moves: a worker sleeping a backoff on it would never take the evaluation.
@@ -60,7 +60,7 @@ test('pause() undone by resume() before the worker noticed is not a dequeue fail
   assert.deepEqual(lines.filter((l) => l.includes('failed to dequeue')), [], 'the interrupted wait was not logged as a failure');
 });
 
-test("a scheduler re-run after a partial commit is kept alive by its own heartbeats, though fewer than the first run's", async () => {
+test("a scheduler re-run after a partial commit is kept alive by its own heartbeats, though fewer than the first run's", { timeout: 30_000 }, async () => {
   const clock = new ManualClock(Date.UTC(2026, 0, 1));
   const engine = await started({
     threads: 1,
@@ -91,7 +91,7 @@ test("a scheduler re-run after a partial commit is kept alive by its own heartbe
   assert.equal(Atomics.load(gate, Gate.CALLS), 2);
 });
 
-test('after a nack deadline fires, cancel and heartbeats reach the redelivery, not the worker still holding the old one', async () => {
+test('after a nack deadline fires, cancel and heartbeats reach the redelivery, not the worker still holding the old one', { timeout: 30_000 }, async () => {
   const clock = new ManualClock(Date.UTC(2026, 0, 1));
   const engine = await started({
     threads: 2,
@@ -121,7 +121,7 @@ test('after a nack deadline fires, cancel and heartbeats reach the redelivery, n
   assert.equal(events[2], 'nack ERR_CANCELED', 'the canceled redelivery was given back');
 });
 
-test('engine:stop reports how many evaluations in hand stop gave back to the broker', async () => {
+test('engine:stop reports how many evaluations in hand stop gave back to the broker', { timeout: 30_000 }, async () => {
   const engine = await started({ threads: 2, workers: 2, schedulers: { gated: fixture('gated') } });
   const gate = newGate();
   engine.enqueue(evaluation('g1', 'gated', { gate }));
@@ -134,7 +134,7 @@ test('engine:stop reports how many evaluations in hand stop gave back to the bro
   assert.equal(s.totalReady + s.totalWaiting, 2, 'both are back in the broker');
 });
 
-test('after stop() no timer keeps the process alive: served dequeues, unknown-type evaluations delayed for an hour', async () => {
+test('after stop() no timer keeps the process alive: served dequeues, unknown-type evaluations delayed for an hour', { timeout: 30_000 }, async () => {
   const { stdout } = await promisify(execFile)(process.execPath, [fixturePath('timers-after-stop')]);
   const report = JSON.parse(stdout) as { acked: boolean; timeouts: number; unknownWatched: boolean };
   assert.equal(report.acked, true);
@@ -142,11 +142,36 @@ test('after stop() no timer keeps the process alive: served dequeues, unknown-ty
   assert.equal(report.timeouts, 0, 'no ref’d Timeout is left');
 });
 
-test('engine.cancel and stop() reject bad arguments with typed errors', async () => {
+test('engine.cancel and stop() reject bad arguments with typed errors', { timeout: 30_000 }, async () => {
   const engine = created({ schedulers: { service: fixture('noop') } });
   assert.throws(() => engine.cancel(42 as never), { code: 'ERR_INVALID_ARGUMENT' });
   assert.throws(() => engine.cancel(''), { code: 'ERR_INVALID_ARGUMENT' });
   assert.equal(engine.cancel('nobody-holds-this'), false);
   await assert.rejects(engine.stop({ grace: 100 } as never), { code: 'ERR_INVALID_ARGUMENT', message: /options\.grace/ });
   assert.equal(engine.status, 'created', 'a refused stop() changed nothing');
+});
+
+test('a delivery whose nack deadline fired before it returned its plan does not submit it: the redelivery commits once', { timeout: 30_000 }, async () => {
+  const clock = new ManualClock(Date.UTC(2026, 0, 1));
+  const engine = await started({
+    threads: 1, // the redelivery runs after the stale one on the same thread: its ack proves the stale plan was handled
+    workers: 2,
+    clock,
+    tables: ['t'],
+    cancelGraceMs: 3_600_000,
+    broker: { nackTimeoutMs: 1000, initialNackDelayMs: 0 },
+    schedulers: { plan: fixture('gated-plan') },
+  });
+  const gate = newGate();
+  const plan = { writes: [{ table: 't', key: 'k', value: 'placed', readIndex: 0 }] };
+  const done = acks(engine, 1);
+  engine.enqueue(evaluation('p1', 'plan', { gate, plan }));
+  await waitFor(gate, Gate.STARTED, 1);
+  clock.advance(1000); // the first delivery times out and is redelivered (queued behind it on the one thread)
+  set(gate, Gate.RELEASE, 2);
+  assert.deepEqual(await done, ['p1']);
+  assert.equal(Atomics.load(gate, Gate.CALLS), 2);
+  assert.equal(engine.state.index, 1, 'one commit: the stale delivery submitted nothing');
+  assert.equal(engine.state.snapshot().get('t', 'k')?.value, 'placed');
+  assert.match(await engine.options.registry.metrics(), /^tickpool_worker_refused_total\{operation="submit",code="ERR_NACK_TIMEOUT_REACHED"\} 1$/m);
 });
