@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import { Counter, Registry } from 'prom-client';
 import { EvalBroker } from '../../src/broker/eval-broker.js';
 import { createEngine } from '../../src/engine.js';
-import { evaluation, logger } from './helpers.js';
+import { evaluation, failures, fixture, logger, started } from './helpers.js';
 
 test('unknown or engine-supplied keys inside broker and backoff options are refused, naming the key', () => {
   const cases: Array<[Parameters<typeof createEngine>[0], RegExp]> = [
@@ -41,4 +41,14 @@ test('a registry that already holds one of the engine metric names with another 
     registry.registerMetric(new Counter({ name, help: 'not what the engine registers', registers: [] }));
     assert.throws(() => createEngine({ logger, registry }), { code: 'ERR_INVALID_OPTION', message: new RegExp(`\`registry\`.*${name}.*Counter`) });
   }
+});
+
+test('a scheduler plan whose allAtOnce is not a boolean is refused (ERR_INVALID_PLAN), not committed in part', { timeout: 30_000 }, async () => {
+  const engine = await started({ tables: ['t'], broker: { initialNackDelayMs: 0, subsequentNackDelayMs: 0, deliveryLimit: 1 }, schedulers: { echo: fixture('plan-echo') } });
+  const failed = failures(engine, 1);
+  const plan = { writes: [{ table: 't', key: 'a', value: 1, readIndex: 0 }], allAtOnce: 'true' };
+  engine.enqueue(evaluation('gang', 'echo', { plan }));
+  assert.deepEqual(await failed, [{ id: 'gang', code: 'ERR_DELIVERY_LIMIT' }]);
+  assert.equal((engine.broker.failedReason('gang')?.cause as { code?: string } | undefined)?.code, 'ERR_INVALID_PLAN');
+  assert.equal(engine.state.index, 0, 'nothing was committed');
 });
