@@ -20,7 +20,16 @@ import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import type { Backoff } from '../backoff.js';
 import type { Clock, TimerHandle } from '../clock.js';
-import { ResourceLimitError, ThreadExitedError, TickpoolError, fromWire, toWire, type WireError } from '../errors.js';
+import {
+  InvalidEvaluationError,
+  InvalidTaskError,
+  ResourceLimitError,
+  ThreadExitedError,
+  TickpoolError,
+  fromWire,
+  toWire,
+  type WireError,
+} from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import { SlotState } from '../slots/slot-layout.js';
 import type { SlotTable } from '../slots/slot-table.js';
@@ -351,6 +360,9 @@ export class ThreadPool {
         this.#options.respawnBackoff.reset();
         this.#notifyReady();
         this.#flush();
+        // A thread that grew the pool for a backlog may find it gone by the time it is ready: it must still be
+        // able to go idle, or it would stay above `minThreads` for good.
+        if (channel.inflight.size === 0) this.#armIdle(channel);
         return;
       case 'resync': {
         const full = this.#options.state.full();
@@ -522,22 +534,19 @@ export class ThreadPool {
     channel.changes = [];
     try {
       channel.port.postMessage(encodeWork(changes, batch.map((p) => p.item)));
-    } catch (error) {
+    } catch {
       // Something in the batch cannot be cloned; send the commits alone, then each item alone, failing only the
       // items that cannot cross.
-      channel.port.postMessage(encodeWork(changes, []));
+      if (changes.length > 0) channel.port.postMessage(encodeWork(changes, []));
       for (const p of batch) {
         try {
           channel.port.postMessage(encodeWork([], [p.item]));
         } catch (cloneError) {
           channel.inflight.delete(p.item.seq);
-          this.#settle(p, {
-            status: 'error',
-            error: new TickpoolError(`Expected a structured-cloneable item, but it could not be sent to a thread`, { cause: cloneError ?? error }),
-            retryable: false,
-          });
+          this.#settle(p, { status: 'error', error: uncloneableItemError(p.item, cloneError), retryable: false });
         }
       }
+      if (channel.inflight.size === 0) this.#armIdle(channel);
     }
   }
 
@@ -552,12 +561,26 @@ export class ThreadPool {
     }
   }
 
+  /** Threads that serve work now or will once ready: neither dead nor asked to stop. */
+  #serving(): number {
+    let count = 0;
+    for (const c of this.#channels) if (c !== undefined && !c.dead && !c.stopping) count++;
+    return count;
+  }
+
+  /**
+   * Stops `channel` after `idleTimeoutMs` without work, if the pool is still above `minThreads` then. The count is
+   * taken again when the timer fires: threads that went idle together all armed their timers while the pool was
+   * above the minimum, and each one that fires first brings it closer to it.
+   */
   #armIdle(channel: Channel): void {
-    const live = this.#channels.filter((c) => c !== undefined && !c.dead && !c.stopping).length;
-    if (live <= this.#options.minThreads || channel.idleTimer !== undefined) return;
+    if (channel.idleTimer !== undefined || channel.dead || channel.stopping) return;
+    if (this.#serving() <= this.#options.minThreads) return;
     channel.idleTimer = this.#options.clock.setTimer(() => {
       channel.idleTimer = undefined;
-      if (channel.inflight.size === 0 && !channel.dead) this.#stopChannel(channel);
+      if (channel.dead || channel.stopping || channel.inflight.size > 0) return;
+      if (this.#serving() <= this.#options.minThreads) return;
+      this.#stopChannel(channel);
     }, this.#options.idleTimeoutMs, { unref: true });
   }
 
@@ -598,6 +621,21 @@ export class ThreadPool {
     this.#readyWaiters = [];
     for (const w of waiters) w();
   }
+}
+
+/**
+ * The error of an item that cannot be sent to a thread: what cannot be cloned is the caller's, an evaluation's field
+ * or a task's payload (the pool's own fields are numbers and strings), so it is reported as that input being invalid.
+ */
+function uncloneableItemError(item: WorkItem, cause: unknown): TickpoolError {
+  const expected = 'a structured-cloneable value (no functions, symbols, or objects holding them), to be sent to a pool thread';
+  const error =
+    item.kind === 'eval'
+      ? new InvalidEvaluationError(`evaluation ${JSON.stringify(item.evaluation.id)}`, expected, item.evaluation)
+      : new InvalidTaskError(`payload of task ${JSON.stringify(item.run.taskId)}`, expected, item.payload);
+  // The argument errors take no options; keep the clone error as `cause` as every other wrapped failure does.
+  Object.defineProperty(error, 'cause', { value: cause, writable: true, configurable: true });
+  return error;
 }
 
 /** The common outcome (a scheduler that returned nothing without waiting), shared instead of allocated per item. */

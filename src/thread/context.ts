@@ -13,6 +13,7 @@ import type { Logger } from '../observability/logger.js';
 import type { WorkItem } from '../pool/messages.js';
 import type { SlotTable } from '../slots/slot-table.js';
 import type { Snapshot } from '../state/types.js';
+import type { CancelCheck } from './index-waiter.js';
 
 /** How often an awaited `ctx.signal` re-reads the slot word. */
 const SIGNAL_POLL_MS = 2;
@@ -33,7 +34,7 @@ export interface WorkContext {
   readonly logger: Logger;
   /** Index of the pool thread running this work. */
   readonly threadIndex: number;
-  /** Waits until this thread's replica reaches `index` (fails after `limitMs`). */
+  /** Waits until this thread's replica reaches `index` (fails after `limitMs`, or with `CanceledError` on cancel). */
   waitForIndex(index: number, limitMs?: number): Promise<void>;
 }
 
@@ -43,7 +44,7 @@ export interface ThreadServices {
   readonly threadIndex: number;
   snapshot(): Snapshot;
   readonly logger: Logger;
-  waitForIndex(index: number, limitMs: number): Promise<void>;
+  waitForIndex(index: number, limitMs: number, canceled: CancelCheck): Promise<void>;
 }
 
 export class ThreadWorkContext implements WorkContext {
@@ -108,7 +109,11 @@ export class ThreadWorkContext implements WorkContext {
 
   waitForIndex(index: number, limitMs?: number): Promise<void> {
     const item = this.#item;
-    return this.#services.waitForIndex(index, limitMs ?? (item.kind === 'eval' ? item.syncLimitMs : 5000));
+    // Made here rather than held per context: most items never wait. Once the item is over, its slot moves on and
+    // reads as canceled; a wait its code left behind then runs to its limit as before, rather than rejecting at once
+    // where nobody may be listening.
+    const canceled: CancelCheck = () => (!this.#closed && this.canceled ? this.#canceledError() : undefined);
+    return this.#services.waitForIndex(index, limitMs ?? (item.kind === 'eval' ? item.syncLimitMs : 5000), canceled);
   }
 
   /** The item is over: stop polling. */

@@ -2,13 +2,28 @@
  * The long-lived loop of one pool thread. Piscina owns the thread (creation, replacement after a crash,
  * termination, resource limits); this loop owns the work: it keeps the replica current from the change stream,
  * runs items one at a time (the work is CPU-bound: running two at once on one thread only interleaves them), and
- * streams results back — coalesced while items complete back to back, flushed as soon as the queue runs dry or a
- * millisecond has passed, so that a long item never holds the results of short ones.
+ * streams results back.
+ *
+ * When results are sent. A message per result costs both threads (a postMessage here, a message event and a refill
+ * on main), which is most of the cost of a tiny item; so results of items that complete back to back are coalesced.
+ * But a result waiting in the outbox waits for whatever runs next, and a synchronous item blocks this thread's event
+ * loop, so nothing can send it until that item ends: its ack is late, a crash of that item takes the finished
+ * results with it (their items are counted lost and run again), and a canceled result held there lets main's cancel
+ * grace timer terminate the thread under an innocent item. The next item's duration is unknown, so the outbox is
+ * sent before starting the next item unless all of these hold:
+ * - recent items were tiny (`#typicalMs`, a running estimate that jumps up at once on a long item and decays over a
+ *   few dozen items), so the next one most likely is too;
+ * - the oldest held result is younger than FLUSH_AFTER_MS;
+ * - the item just finished was not canceled (a canceled result always goes at once: see the grace timer above).
+ * A held outbox is also sent from the next macrotask (`setImmediate`), which runs as soon as an item awaits anything
+ * real (I/O, a timer, `waitForIndex`); a run of tiny synchronous items never yields to it, so it costs one
+ * `setImmediate` per run. What remains: a long synchronous item that follows a run of tiny ones holds at most
+ * FLUSH_AFTER_MS worth of their results, since no estimate can see it coming.
  */
 import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import { performance } from 'node:perf_hooks';
 import { pino } from 'pino';
-import { CanceledError, toWire } from '../errors.js';
+import { CanceledError, UserCodeError, toWire } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { ItemOutcome, MainToThread, ThreadInit, ThreadToMain, WorkItem } from '../pool/messages.js';
 import { assertNever, isWorkMessage } from '../pool/messages.js';
@@ -22,7 +37,16 @@ import { ThreadWorkContext, type ThreadServices } from './context.js';
 import { IndexWaiter } from './index-waiter.js';
 import { ModuleTable, type UserFunction } from './modules.js';
 
+/** Longest a finished result waits in the outbox while tiny items run after it. */
 const FLUSH_AFTER_MS = 1;
+/**
+ * Items whose typical duration is below this are "tiny": their results are coalesced. 50 µs is ~10× what sending a
+ * message costs the two threads, so above it a message per result costs under a tenth of the work; below it the
+ * messages would dominate (the no-op throughput benchmark runs items of a few µs).
+ */
+const TINY_ITEM_MS = 0.05;
+/** How fast `#typicalMs` comes down after a long item: by this share of the gap per item. */
+const TYPICAL_DECAY = 0.25;
 
 export class ThreadLoop {
   readonly #port: MessagePort;
@@ -38,8 +62,20 @@ export class ThreadLoop {
   #head = 0;
   #draining = false;
   #outbox: ItemOutcome[] = [];
-  #lastFlush = 0;
-  /** When the last item ended (one clock read per item serves busy time and the flush timer). */
+  /** When the oldest result in the outbox was added (meaningful while the outbox is not empty). */
+  #heldSince = 0;
+  /** A `setImmediate` that sends a held outbox is armed. */
+  #sendArmed = false;
+  readonly #sendHeldFn = (): void => {
+    this.#sendArmed = false;
+    this.#flush();
+  };
+  /**
+   * Running estimate of how long an item takes, in ms: set to an item's duration when it is longer, else moved
+   * towards it by TYPICAL_DECAY. Starts at FLUSH_AFTER_MS (not tiny) so that a new thread's first results go at once.
+   */
+  #typicalMs = FLUSH_AFTER_MS;
+  /** When the last item ended (one clock read per item serves busy time and the flush decision). */
   #lastItemEnd = 0;
   #awaitingReset = false;
   #stopped: (() => void) | undefined;
@@ -62,7 +98,7 @@ export class ThreadLoop {
       threadIndex: init.threadIndex,
       snapshot: () => this.#replica.snapshot(),
       logger: this.#logger,
-      waitForIndex: (index, limitMs) => this.#waiter.wait(index, limitMs),
+      waitForIndex: (index, limitMs, canceled) => this.#waiter.wait(index, limitMs, canceled),
     };
   }
 
@@ -123,11 +159,17 @@ export class ThreadLoop {
       while (this.#head < this.#queue.length) {
         const item = this.#queue[this.#head]!;
         this.#queue[this.#head++] = undefined as unknown as WorkItem;
-        this.#outbox.push(await this.#runItem(item));
+        const outcome = await this.#runItem(item);
+        if (this.#outbox.length === 0) this.#heldSince = this.#lastItemEnd;
+        this.#outbox.push(outcome);
         // Before answering, take what main has sent meanwhile: answering one item per message would lock main
         // and thread into a one-item ping-pong, paying a message per item on both sides.
         if (this.#head >= this.#queue.length) this.#pullPending();
-        if (this.#head >= this.#queue.length || this.#lastItemEnd - this.#lastFlush >= FLUSH_AFTER_MS) this.#flush();
+        if (this.#head >= this.#queue.length || this.#sendBeforeNext(item, outcome)) this.#flush();
+        else if (!this.#sendArmed) {
+          this.#sendArmed = true;
+          setImmediate(this.#sendHeldFn);
+        }
       }
     } finally {
       this.#queue = [];
@@ -135,6 +177,18 @@ export class ThreadLoop {
       this.#draining = false;
       this.#flush();
     }
+  }
+
+  /** Whether the outbox must go before the next item starts (see the module comment). */
+  #sendBeforeNext(item: WorkItem, outcome: ItemOutcome): boolean {
+    return (
+      this.#typicalMs >= TINY_ITEM_MS ||
+      this.#lastItemEnd - this.#heldSince >= FLUSH_AFTER_MS ||
+      outcome.status === 'canceled' ||
+      // Canceled while it ran, yet it ended otherwise (it finished, or threw something else): main's grace timer
+      // is running for it all the same.
+      this.#slots.isCanceled(item.slot, item.generation)
+    );
   }
 
   async #runItem(item: WorkItem): Promise<ItemOutcome> {
@@ -153,7 +207,8 @@ export class ThreadLoop {
         if (this.#replica.appliedIndex < item.minIndex) {
           this.#slots.setPhase(slot, generation, ThreadPhase.WAITING_FOR_INDEX);
           const waitStart = performance.now();
-          await this.#waiter.wait(item.minIndex, item.syncLimitMs);
+          // Through the context, so that a cancel ends the wait (it reads the slot word while waiting).
+          await ctx.waitForIndex(item.minIndex, item.syncLimitMs);
           waitedMs = performance.now() - waitStart;
         }
         this.#slots.setPhase(slot, generation, ThreadPhase.SCHEDULING);
@@ -167,12 +222,14 @@ export class ThreadLoop {
       const value = await fn(input, ctx);
       return { seq, status: 'ok', value, waitedMs };
     } catch (error) {
-      if (error instanceof CanceledError && this.#slots.isCanceled(slot, generation)) return { seq, status: 'canceled' };
-      return { seq, status: 'error', error: toWire(error), retryable: isRetryable(error) };
+      return failureOutcome(seq, error, this.#slots.isCanceled(slot, generation));
     } finally {
       ctx.close();
-      this.#lastItemEnd = performance.now();
-      this.#board.addBusy(this.#init.threadIndex, this.#lastItemEnd - started);
+      const end = performance.now();
+      const ms = end - started;
+      this.#lastItemEnd = end;
+      this.#typicalMs = ms >= this.#typicalMs ? ms : this.#typicalMs + (ms - this.#typicalMs) * TYPICAL_DECAY;
+      this.#board.addBusy(this.#init.threadIndex, ms);
     }
   }
 
@@ -186,7 +243,6 @@ export class ThreadLoop {
     if (this.#outbox.length === 0) return;
     const results = this.#outbox;
     this.#outbox = [];
-    this.#lastFlush = performance.now();
     try {
       this.#port.postMessage(encodeResults(results) satisfies ThreadToMain);
     } catch {
@@ -208,7 +264,34 @@ export class ThreadLoop {
   }
 }
 
-/** A thrown value marks itself retryable with a truthy `retryable` property (as RunResult does). */
+/**
+ * The outcome of an item whose user code threw `error`. Reading what was thrown runs user code too (getters of
+ * `retryable`, `code`, `message`, `stack`, `details`; a proxy's traps, `instanceof` included), and a throw from
+ * there must not escape: it would end the thread's loop and cost the thread with every item it holds. Such a value
+ * is reported as a `UserCodeError` saying so, not retryable.
+ */
+function failureOutcome(seq: number, error: unknown, canceled: boolean): ItemOutcome {
+  try {
+    if (canceled && error instanceof CanceledError) return { seq, status: 'canceled' };
+    return { seq, status: 'error', error: toWire(error), retryable: isRetryable(error) };
+  } catch (inspectError) {
+    const message = `Expected user code to throw a readable value, but reading what it threw threw: ${safeText(inspectError)}`;
+    return { seq, status: 'error', error: toWire(new UserCodeError(message)), retryable: false };
+  }
+}
+
+/** A thrown value marks itself retryable with a `retryable` property that is `true` (as RunResult does). */
 function isRetryable(error: unknown): boolean {
   return error !== null && typeof error === 'object' && (error as { retryable?: unknown }).retryable === true;
+}
+
+/** Text for a value that may be just as hostile as the first one. */
+function safeText(value: unknown): string {
+  try {
+    const message = value instanceof Error ? value.message : undefined;
+    if (typeof message === 'string') return message;
+  } catch {
+    // fall through
+  }
+  return '(an unreadable value)';
 }
