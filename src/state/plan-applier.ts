@@ -114,7 +114,7 @@ export class PlanApplier {
         try {
           next.resolve(this.#apply(next.checked));
         } catch (error) {
-          this.#logger.warn({ err: error, evalId: next.checked.plan.evalId }, 'plan not applied');
+          this.#logger.warn({ err: error, evalId: next.checked.evalId }, 'plan not applied');
           next.reject(error);
         }
       }
@@ -123,7 +123,9 @@ export class PlanApplier {
     }
   }
 
-  #apply({ plan, writes, values }: CheckedPlan): PlanResult {
+  #apply(checked: CheckedPlan): PlanResult {
+    const { evalId, allAtOnce } = checked;
+    const writes = checked.writes.map((c) => c.write);
     const started = this.#seconds();
     const snapshot = this.#state.snapshot();
     const rejected = new Array<boolean>(writes.length).fill(false);
@@ -137,11 +139,11 @@ export class PlanApplier {
     }
     let evaluated = 0;
     const survivors = writes.length - conflicts;
-    if (this.#evaluate !== undefined && survivors > 0 && !(plan.allAtOnce === true && conflicts > 0)) {
-      evaluated = this.#runEvaluate(snapshot, plan, writes, rejected);
+    if (this.#evaluate !== undefined && survivors > 0 && !(allAtOnce && conflicts > 0)) {
+      evaluated = this.#runEvaluate(snapshot, checked, writes, rejected);
     }
     let gang = 0;
-    if (plan.allAtOnce === true && conflicts + evaluated > 0) {
+    if (allAtOnce && conflicts + evaluated > 0) {
       gang = writes.length - conflicts - evaluated;
       rejected.fill(true);
     }
@@ -155,7 +157,7 @@ export class PlanApplier {
           if (rejected[i]) continue;
           const w = writes[i]!;
           if (w.delete === true) txn.delete(w.table, w.key);
-          else txn.put(w.table, w.key, values[i]);
+          else txn.put(w.table, w.key, w.value);
         }
       });
       // Deleting records that were already absent commits nothing: report 0, there is no index to wait for.
@@ -166,40 +168,49 @@ export class PlanApplier {
     if (conflicts > 0) this.#metrics.rejectedWrites.inc({ reason: 'conflict' }, conflicts);
     if (evaluated > 0) this.#metrics.rejectedWrites.inc({ reason: 'evaluate' }, evaluated);
     if (gang > 0) this.#metrics.rejectedWrites.inc({ reason: 'all_at_once' }, gang);
-    const rejectedWrites = writes.filter((_, i) => rejected[i]);
+    // The caller's own write objects, as documented; what was checked and applied are the copies.
+    const rejectedWrites = checked.writes.filter((_, i) => rejected[i]).map((c) => c.original);
     // After a rejection the scheduler must re-plan against a state that includes this commit and whatever made its
     // writes conflict: the store index now covers both (Nomad: max of the refresh index and the commit index).
     const refreshIndex = rejectedWrites.length > 0 ? this.#state.index : 0;
     if (rejectedWrites.length > 0) {
-      this.#logger.debug({ evalId: plan.evalId, index, refreshIndex, conflicts, evaluated, gang }, 'plan partially rejected');
+      this.#logger.debug({ evalId, index, refreshIndex, conflicts, evaluated, gang }, 'plan partially rejected');
     }
     return Object.freeze({ index, rejected: Object.freeze(rejectedWrites), refreshIndex });
   }
 
   /** Runs the user check on the writes that survived the version check; marks and counts the ones it rejects. */
-  #runEvaluate(snapshot: Snapshot, plan: Plan, writes: readonly PlanWrite[], rejected: boolean[]): number {
+  #runEvaluate(snapshot: Snapshot, checked: CheckedPlan, writes: readonly PlanWrite[], rejected: boolean[]): number {
+    const { evalId } = checked;
     const remaining = Object.freeze(writes.filter((_, i) => !rejected[i]));
     const indexBefore = this.#state.index;
+    // Built from the checked copies, never from the caller's plan object, which may have changed since.
+    const plan: Plan = Object.freeze({
+      ...(evalId === undefined ? {} : { evalId }),
+      priority: checked.priority,
+      allAtOnce: checked.allAtOnce,
+      writes: remaining,
+    });
     let verdict: unknown;
     try {
-      verdict = this.#evaluate!(snapshot, Object.freeze({ ...plan, writes: remaining }));
+      verdict = this.#evaluate!(snapshot, plan);
     } catch (error) {
       throw new UserCodeError(`Expected evaluatePlan to return the writes to reject, but it threw: ${errorText(error)}`, {
         cause: error,
-        details: { evalId: plan.evalId },
+        details: { evalId },
       });
     }
     if (this.#state.index !== indexBefore) {
       // The version check ran against the state before that write; committing now could lose an update.
       throw new UserCodeError(
         `Expected evaluatePlan to only read the state, but the store moved from index ${indexBefore} to ${this.#state.index} while it ran`,
-        { details: { evalId: plan.evalId } },
+        { details: { evalId } },
       );
     }
     if (verdict === undefined) return 0;
     if (!Array.isArray(verdict)) {
       throw new UserCodeError(`Expected evaluatePlan to return an array of writes to reject or nothing, got ${describeValue(verdict)}`, {
-        details: { evalId: plan.evalId },
+        details: { evalId },
       });
     }
     // Match by record rather than identity, so a check may return copies; a plan has one write per record.
@@ -217,7 +228,7 @@ export class PlanApplier {
       const i = r === null || typeof r !== 'object' ? undefined : positions.get(r.table as string)?.get(r.key as string);
       if (i === undefined) {
         throw new UserCodeError(`Expected evaluatePlan to return writes of the plan it was given, got ${describeValue(reject)}`, {
-          details: { evalId: plan.evalId },
+          details: { evalId },
         });
       }
       if (!rejected[i]) {

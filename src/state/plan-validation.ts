@@ -1,68 +1,91 @@
 import { InvalidPlanError, UnknownTableError } from '../errors.js';
 import type { Plan, PlanWrite } from './types.js';
-import { cloneableHint, ownValue } from './values.js';
+import { ownValue } from './values.js';
 
 export const planDefaults = Object.freeze({ priority: 50, minPriority: 1, maxPriority: 100 });
 
-/** A plan after validation: values owned by the store, priority resolved. `writes` are the caller's objects. */
+/** One write as validated. */
+export interface CheckedWrite {
+  /**
+   * A frozen copy with every field read exactly once from the caller's object and the value owned by the store:
+   * what commits, and what `evaluatePlan` is shown, whatever the caller does with its plan after `submit()`.
+   */
+  readonly write: PlanWrite;
+  /** The caller's write object, which `PlanResult.rejected` reports. */
+  readonly original: PlanWrite;
+}
+
+/** A plan after validation: frozen copies of everything the applier reads, priority resolved. */
 export interface CheckedPlan {
-  readonly plan: Plan;
+  readonly evalId: string | undefined;
   readonly priority: number;
-  readonly writes: readonly PlanWrite[];
-  /** Owned values, parallel to `writes` (undefined for deletes). */
-  readonly values: readonly unknown[];
+  readonly allAtOnce: boolean;
+  readonly writes: readonly CheckedWrite[];
 }
 
 /**
  * Validates a submitted plan completely before it is queued, so that applying it cannot fail on bad input halfway
- * through a transaction. Values are copied here (proving they are structured-cloneable), which also means a
- * scheduler that mutates its plan after submitting cannot change what gets committed.
+ * through a transaction. Each field is read once, into frozen copies that the applier uses from then on (values are
+ * copied too, which also proves they are structured-cloneable): a scheduler that mutates its plan after submitting
+ * (its writes, their fields, the array) cannot change what gets committed, nor make a checked write fail later.
  */
 export function checkPlan(plan: unknown, tables: readonly string[]): CheckedPlan {
   if (plan === null || typeof plan !== 'object' || Array.isArray(plan)) {
     throw new InvalidPlanError('plan', 'an object `{ writes, priority?, allAtOnce?, evalId? }`', plan);
   }
   const p = plan as Plan;
-  if (p.evalId !== undefined && typeof p.evalId !== 'string') throw new InvalidPlanError('plan.evalId', 'a string', p.evalId);
-  const priority = p.priority ?? planDefaults.priority;
-  if (!Number.isInteger(priority) || priority < planDefaults.minPriority || priority > planDefaults.maxPriority) {
-    throw new InvalidPlanError('plan.priority', `an integer from ${planDefaults.minPriority} to ${planDefaults.maxPriority}`, p.priority);
+  const evalId: unknown = p.evalId;
+  if (evalId !== undefined && typeof evalId !== 'string') throw new InvalidPlanError('plan.evalId', 'a string', evalId);
+  const givenPriority: unknown = p.priority;
+  const priority = givenPriority ?? planDefaults.priority;
+  if (!Number.isInteger(priority) || (priority as number) < planDefaults.minPriority || (priority as number) > planDefaults.maxPriority) {
+    throw new InvalidPlanError('plan.priority', `an integer from ${planDefaults.minPriority} to ${planDefaults.maxPriority}`, givenPriority);
   }
-  if (p.allAtOnce !== undefined && typeof p.allAtOnce !== 'boolean') {
-    throw new InvalidPlanError('plan.allAtOnce', 'a boolean', p.allAtOnce);
-  }
-  if (!Array.isArray(p.writes)) throw new InvalidPlanError('plan.writes', 'an array of writes', p.writes);
+  const allAtOnce: unknown = p.allAtOnce;
+  if (allAtOnce !== undefined && typeof allAtOnce !== 'boolean') throw new InvalidPlanError('plan.allAtOnce', 'a boolean', allAtOnce);
+  const given: unknown = p.writes;
+  if (!Array.isArray(given)) throw new InvalidPlanError('plan.writes', 'an array of writes', given);
+  // A copy of the array first: its length and elements are read once, whatever getters or later pushes do.
+  const originals = Array.from(given as readonly unknown[]);
   const seen = new Map<string, Set<string>>();
-  const values: unknown[] = [];
-  for (let i = 0; i < p.writes.length; i++) {
-    const write: unknown = p.writes[i];
+  const writes: CheckedWrite[] = [];
+  for (let i = 0; i < originals.length; i++) {
+    const write = originals[i];
     const name = `plan.writes[${i}]`;
     if (write === null || typeof write !== 'object') {
       throw new InvalidPlanError(name, 'a write `{ table, key, value | delete: true, readIndex }`', write);
     }
     const w = write as PlanWrite;
-    if (!tables.includes(w.table)) throw new UnknownTableError(w.table, tables);
-    if (typeof w.key !== 'string' || w.key.length === 0) throw new InvalidPlanError(`${name}.key`, 'a non-empty string', w.key);
-    if (!Number.isSafeInteger(w.readIndex) || w.readIndex < 0) {
-      throw new InvalidPlanError(`${name}.readIndex`, 'the modifyIndex that was read (an integer >= 0, 0 for "absent")', w.readIndex);
+    const table: unknown = w.table;
+    const key: unknown = w.key;
+    const readIndex: unknown = w.readIndex;
+    const del: unknown = w.delete;
+    const value: unknown = w.value;
+    if (typeof table !== 'string' || !tables.includes(table)) throw new UnknownTableError(table, tables);
+    if (typeof key !== 'string' || key.length === 0) throw new InvalidPlanError(`${name}.key`, 'a non-empty string', key);
+    if (!Number.isSafeInteger(readIndex) || (readIndex as number) < 0) {
+      throw new InvalidPlanError(`${name}.readIndex`, 'the modifyIndex that was read (an integer >= 0, 0 for "absent")', readIndex);
     }
-    if (w.delete !== undefined && typeof w.delete !== 'boolean') throw new InvalidPlanError(`${name}.delete`, 'a boolean', w.delete);
-    if (w.delete === true) {
-      if (w.value !== undefined) throw new InvalidPlanError(`${name}.value`, '`undefined` in a delete', w.value);
-      values.push(undefined);
+    if (del !== undefined && typeof del !== 'boolean') throw new InvalidPlanError(`${name}.delete`, 'a boolean', del);
+    let copy: PlanWrite;
+    if (del === true) {
+      if (value !== undefined) throw new InvalidPlanError(`${name}.value`, '`undefined` in a delete', value);
+      copy = { table, key, delete: true, readIndex: readIndex as number };
     } else {
-      try {
-        values.push(ownValue(w.value, `${name}.value`));
-      } catch {
-        throw new InvalidPlanError(`${name}.value`, cloneableHint, w.value);
-      }
+      copy = { table, key, value: ownValue(value, `${name}.value`, InvalidPlanError), readIndex: readIndex as number };
     }
-    let keys = seen.get(w.table);
-    if (keys === undefined) seen.set(w.table, (keys = new Set()));
-    if (keys.has(w.key)) {
-      throw new InvalidPlanError(name, `the only write of ${w.table}/${w.key} in the plan (one write per record)`, write);
+    let keys = seen.get(table);
+    if (keys === undefined) seen.set(table, (keys = new Set()));
+    if (keys.has(key)) {
+      throw new InvalidPlanError(name, `the only write of ${table}/${key} in the plan (one write per record)`, write);
     }
-    keys.add(w.key);
+    keys.add(key);
+    writes.push(Object.freeze({ write: Object.freeze(copy), original: w }));
   }
-  return { plan: p, priority, writes: p.writes, values };
+  return Object.freeze({
+    evalId: evalId as string | undefined,
+    priority: priority as number,
+    allAtOnce: allAtOnce === true,
+    writes: Object.freeze(writes),
+  });
 }

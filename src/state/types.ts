@@ -15,7 +15,9 @@
  * - Records and their values handed out by a snapshot, a transaction or the change stream are frozen (deeply for
  *   plain objects and arrays; the contents of `Map`, `Set` and typed arrays cannot be frozen by JavaScript and are
  *   read-only by contract). Mutating them is a bug even where the language does not stop it.
- * - Values are structured-cloneable, because change sets cross to pool threads.
+ * - Values are structured-cloneable, because change sets cross to pool threads, and hold no shared memory (a
+ *   `SharedArrayBuffer` or a view on one is refused with `InvalidArgumentError`: a copy of it is the same memory, so
+ *   it could not be kept unchanged).
  */
 
 export interface StoredRecord<T = unknown> {
@@ -75,7 +77,7 @@ export interface Plan {
 export interface PlanResult {
   /** Index of the commit; 0 when nothing was committed. */
   readonly index: number;
-  /** Writes that were not committed (the same objects the plan held). */
+  /** Writes that were not committed (the caller's own write objects, as submitted). */
   readonly rejected: readonly PlanWrite[];
   /** 0 when nothing was rejected; otherwise the store index the scheduler must see before it retries. */
   readonly refreshIndex: number;
@@ -84,7 +86,8 @@ export interface PlanResult {
 /**
  * A user check run by the plan applier on the writes that survived the version check (Nomad's per-node fit check).
  * Returns the writes to reject; returning nothing accepts them all. It runs on the main thread, synchronously and
- * serially with every other plan, so it must be fast.
+ * serially with every other plan, so it must be fast. The plan it sees is built from frozen copies made when the plan
+ * was submitted (what will commit), not the caller's objects; writes are matched by table and key.
  */
 export type EvaluatePlan = (state: Snapshot, plan: Plan) => readonly PlanWrite[] | undefined | void;
 

@@ -226,6 +226,83 @@ test('a plan cannot be changed after submission', async () => {
   assert.deepEqual(state.snapshot().get('allocs', 'a')?.value, { cpu: 1 });
 });
 
+test('what commits is what was validated, whatever the caller does to its plan after submit()', async () => {
+  const { state, applier } = setup();
+  state.write((txn) => {
+    txn.put('allocs', 'keep', 1);
+    txn.put('allocs', 'other', 2);
+  });
+  const write: { table: string; key: string; value?: unknown; delete?: boolean; readIndex: number } = {
+    table: 'allocs',
+    key: 'new',
+    value: 'v',
+    readIndex: 0,
+  };
+  const plan = { writes: [write as PlanWrite], allAtOnce: false };
+  const pending = applier.submit(plan);
+  // Turn the put into a delete of another record, and append a write the validator never saw.
+  write.delete = true;
+  write.key = 'keep';
+  write.readIndex = 1;
+  delete write.value;
+  plan.writes.push({ table: 'allocs', key: 'other', delete: true, readIndex: 1 });
+  plan.allAtOnce = true;
+  const result = await pending;
+  assert.deepEqual({ ...result, rejected: [...result.rejected] }, { index: 2, rejected: [], refreshIndex: 0 });
+  assert.deepEqual(
+    [...state.snapshot().list('allocs')].map((r) => [r.key, r.value]).sort(),
+    [
+      ['keep', 1],
+      ['new', 'v'],
+      ['other', 2],
+    ],
+  );
+
+  // A key changed to one validation would refuse is never seen: the checked copy commits.
+  const bad = { table: 'allocs', key: 'x', value: 1, readIndex: 0 };
+  const second = applier.submit({ writes: [bad] });
+  (bad as { key: unknown }).key = 42;
+  assert.equal((await second).index, 3);
+  assert.equal(state.snapshot().get('allocs', 'x')?.value, 1);
+});
+
+test('rejected writes are the caller\'s own objects; evaluatePlan sees the checked copies', async () => {
+  const seen: PlanWrite[] = [];
+  const { state, applier } = setup((_snapshot, plan) => {
+    seen.push(...plan.writes);
+    return plan.writes.filter((w) => w.key === 'unfit');
+  });
+  state.write((txn) => txn.put('allocs', 'taken', 1));
+  const writes: PlanWrite[] = [
+    { table: 'allocs', key: 'taken', value: 1, readIndex: 0 }, // conflict
+    { table: 'allocs', key: 'unfit', value: { cpu: 9 }, readIndex: 0 }, // rejected by evaluatePlan
+    { table: 'allocs', key: 'fine', value: { cpu: 1 }, readIndex: 0 },
+  ];
+  const pending = applier.submit({ evalId: 'e1', writes });
+  (writes[2] as { key: string }).key = 'moved';
+  const result = await pending;
+  assert.equal(result.rejected.length, 2);
+  assert.equal(result.rejected[0], writes[0]);
+  assert.equal(result.rejected[1], writes[1]);
+  assert.deepEqual(
+    seen.map((w) => w.key),
+    ['unfit', 'fine'],
+  );
+  assert.ok(seen.every((w) => Object.isFrozen(w) && !writes.includes(w)), 'copies, frozen');
+  assert.deepEqual(state.snapshot().get('allocs', 'fine')?.value, { cpu: 1 });
+  assert.equal(state.snapshot().get('allocs', 'moved'), undefined);
+});
+
+test('a plan value holding shared memory is refused as an invalid plan', async () => {
+  const { state, applier } = setup();
+  const shared = new Int32Array(new SharedArrayBuffer(4));
+  await assert.rejects(
+    applier.submit({ writes: [{ table: 'allocs', key: 'p', value: shared, readIndex: 0 }] }),
+    (e: unknown) => e instanceof InvalidPlanError && e.code === 'ERR_INVALID_PLAN' && /plan\.writes\[0\]\.value.*shared memory/.test((e as Error).message),
+  );
+  assert.equal(state.index, 0);
+});
+
 test('stop rejects queued plans and later submissions with InvalidStateError', async () => {
   const { state, applier } = setup();
   const queued = [1, 2].map((i) => applier.submit({ writes: [{ table: 'allocs', key: `a${i}`, value: i, readIndex: 0 }] }));

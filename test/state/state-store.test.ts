@@ -167,6 +167,34 @@ test('stored values are private frozen copies', () => {
   assert.equal(s.snapshot().get('nodes', 'n2')?.value, stored.value);
 });
 
+test('values holding shared memory are refused: a copy would stay aliased to the caller', () => {
+  const s = store();
+  const mine = new Int32Array(new SharedArrayBuffer(8));
+  const cases: Array<[string, unknown]> = [
+    ['a view on shared memory', { counts: mine }],
+    ['the buffer itself', { buffer: mine.buffer }],
+    ['at the top', mine],
+    ['inside a Map', new Map([['k', [new DataView(new SharedArrayBuffer(4))]]])],
+    ['inside a Set', new Set([{ deep: new Uint8Array(new SharedArrayBuffer(4)) }])],
+  ];
+  for (const [what, value] of cases) {
+    assert.throws(
+      () => s.write((txn) => txn.put('nodes', 'n1', value)),
+      (e: unknown) =>
+        e instanceof InvalidArgumentError &&
+        e.code === 'ERR_INVALID_ARGUMENT' &&
+        /Expected `value of nodes\/n1` to be a value without shared memory.*, got /.test(e.message),
+      what,
+    );
+  }
+  assert.equal(s.index, 0, 'nothing was committed');
+  // Views over ordinary memory are copied, so the caller's later changes do not show through.
+  const plain = new Int32Array(2);
+  s.write((txn) => txn.put('nodes', 'n1', { counts: plain }));
+  plain[0] = 999;
+  assert.deepEqual([...s.snapshot().get<{ counts: Int32Array }>('nodes', 'n1')!.value.counts], [0, 0]);
+});
+
 test('a snapshot never sees later writes', () => {
   const s = store();
   s.write((txn) => {
