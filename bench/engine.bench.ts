@@ -6,9 +6,9 @@
  * 3. cancel latency of a CPU-bound run: `engine.cancel()` → the scheduler sees it, vs Piscina's abort → rejection.
  */
 import { pathToFileURL } from 'node:url';
-import { Piscina } from 'piscina';
 import { createEngine, type Engine } from '../src/engine.js';
 import { Latency, nowUs, round } from './lib/latency.js';
+import { withPiscina } from './lib/piscina-pool.js';
 import { waitCell } from './lib/shared-cells.js';
 import { printTable } from './lib/table.js';
 import type { BenchResult } from './lib/types.js';
@@ -71,17 +71,14 @@ export async function engineThroughput(threads: number, count: number, options: 
 
 /** Raw Piscina: tasks per second with everything submitted at once. */
 export async function piscinaThroughput(threads: number, count: number): Promise<{ opsPerSec: number }> {
-  const pool = new Piscina({ filename: fixture('piscina-noop').href, minThreads: threads, maxThreads: threads });
-  try {
+  return withPiscina(fixture('piscina-noop'), threads, async (pool) => {
     await Promise.all(Array.from({ length: 2000 }, () => pool.run(undefined)));
     const start = performance.now();
     const runs: Promise<unknown>[] = new Array(count);
     for (let i = 0; i < count; i++) runs[i] = pool.run(undefined);
     await Promise.all(runs);
     return { opsPerSec: count / ((performance.now() - start) / 1000) };
-  } finally {
-    await pool.destroy();
-  }
+  });
 }
 
 /**
@@ -117,10 +114,9 @@ export async function engineIdleLatency(threads: number, samples: number, pauseM
 
 /** piscina.run() → task entry, one task at a time. */
 export async function piscinaIdleLatency(threads: number, samples: number, pauseMs = 0): Promise<Latency> {
-  const pool = new Piscina({ filename: fixture('piscina-noop').href, minThreads: threads, maxThreads: threads });
   const stamps = new Float64Array(new SharedArrayBuffer(8 * samples));
   const latency = new Latency();
-  try {
+  return withPiscina(fixture('piscina-noop'), threads, async (pool) => {
     for (let i = -50; i < samples; i++) {
       const index = Math.max(0, i);
       const t0 = nowUs();
@@ -129,9 +125,7 @@ export async function piscinaIdleLatency(threads: number, samples: number, pause
       if (i >= 0) latency.recordUs(stamps[index]! - t0);
     }
     return latency;
-  } finally {
-    await pool.destroy();
-  }
+  });
 }
 
 /** engine.cancel() → a CPU-bound scheduler sees it. */
@@ -157,9 +151,8 @@ export async function engineCancelLatency(threads: number, samples: number): Pro
 
 /** AbortController.abort() → piscina.run() rejects (the thread is terminated and replaced). */
 export async function piscinaCancelLatency(threads: number, samples: number): Promise<Latency> {
-  const pool = new Piscina({ filename: fixture('piscina-spin').href, minThreads: threads, maxThreads: threads });
   const latency = new Latency();
-  try {
+  return withPiscina(fixture('piscina-spin'), threads, async (pool) => {
     for (let i = 0; i < samples; i++) {
       const gate = new Int32Array(new SharedArrayBuffer(8));
       const controller = new AbortController();
@@ -171,9 +164,7 @@ export async function piscinaCancelLatency(threads: number, samples: number): Pr
       latency.recordUs(nowUs() - t0);
     }
     return latency;
-  } finally {
-    await pool.destroy();
-  }
+  });
 }
 
 /** Engine vs raw Piscina throughput, same thread count, same run. */

@@ -14,7 +14,6 @@
 import { MessagePort } from 'node:worker_threads';
 import { pathToFileURL } from 'node:url';
 import { pino } from 'pino';
-import { Piscina } from 'piscina';
 import { Backoff } from '../src/backoff.js';
 import { systemClock } from '../src/clock.js';
 import { createEngine } from '../src/engine.js';
@@ -23,6 +22,7 @@ import { SlotTable } from '../src/slots/slot-table.js';
 import { StateStore } from '../src/state/state-store.js';
 import { settled as betweenSamples, whenAcked } from './engine.bench.js';
 import { Latency, nowUs, round } from './lib/latency.js';
+import { withPiscina } from './lib/piscina-pool.js';
 import { integerArg } from './lib/script-args.js';
 import { printTable } from './lib/table.js';
 import type { BenchResult } from './lib/types.js';
@@ -159,13 +159,8 @@ async function poolRound(round: Round, busyUs: number): Promise<void> {
 }
 
 async function piscinaRound(round: Round): Promise<void> {
-  const pool = new Piscina({ filename: fixture('piscina-noop').href, minThreads: 2, maxThreads: 2 });
   const stamps = new Float64Array(new SharedArrayBuffer(8 * round.samples));
-  try {
-    await sampleLoop(round, stamps, (_i, index) => pool.run({ stamps, index }));
-  } finally {
-    await pool.destroy();
-  }
+  await withPiscina(fixture('piscina-noop'), 2, (pool) => sampleLoop(round, stamps, (_i, index) => pool.run({ stamps, index })));
 }
 
 export async function runIdleSplitBench(options: { rounds?: number; samples?: number; pauseMs?: number } = {}): Promise<BenchResult[]> {

@@ -25,10 +25,10 @@
 import { pino } from 'pino';
 import type { BackoffOptions } from '../src/backoff.js';
 import { createEngine } from '../src/engine.js';
-import { Piscina } from 'piscina';
 import { engineIdleLatency, engineThroughput, piscinaIdleLatency, piscinaThroughput, whenAcked } from './engine.bench.js';
 import type { FlakyPayload } from './fixtures/flaky-scheduler.js';
 import { Latency, nowUs, round } from './lib/latency.js';
+import { withPiscina } from './lib/piscina-pool.js';
 import { distributionOf, type Distribution } from './lib/quantiles.js';
 
 const fixture = (name: string): URL => new URL(`./fixtures/${name}.js`, import.meta.url);
@@ -111,14 +111,13 @@ export async function engineLoadedLatency(threads: number, rate: number, duratio
 
 /** piscina.run() → task entry under the same offered load. */
 export async function piscinaLoadedLatency(threads: number, rate: number, durationMs: number): Promise<Latency> {
-  const pool = new Piscina({ filename: fixture('piscina-noop').href, minThreads: threads, maxThreads: threads });
   const count = Math.max(1, Math.round((rate * durationMs) / 1000));
   const warm = Math.min(2000, count);
   const stamps = new Float64Array(new SharedArrayBuffer(8 * (count + warm)));
   const sent = new Float64Array(count + warm);
   const runs: Array<Promise<unknown>> = [];
   const latency = new Latency();
-  try {
+  return withPiscina(fixture('piscina-noop'), threads, async (pool) => {
     await paced(warm, rate, sent, (i) => runs.push(pool.run({ stamps, index: i })));
     await Promise.all(runs.splice(0));
     const measured = sent.subarray(warm);
@@ -126,9 +125,7 @@ export async function piscinaLoadedLatency(threads: number, rate: number, durati
     await Promise.all(runs);
     for (let i = 0; i < count; i++) latency.recordUs(stamps[warm + i]! - measured[i]!);
     return latency;
-  } finally {
-    await pool.destroy();
-  }
+  });
 }
 
 function collect(): void {
