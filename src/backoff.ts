@@ -1,6 +1,6 @@
 import { sleep, systemClock, type Clock } from './clock.js';
 import { InvalidOptionError } from './errors.js';
-import { assertKnownKeys } from './option-keys.js';
+import { assertKnownKeys } from './option-checks.js';
 
 /** How a worker waits after errors (the seed's `backoffErr`/`backoffReset`). */
 export interface BackoffOptions {

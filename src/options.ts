@@ -8,11 +8,11 @@ import { isAbsolute, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { resolveBackoffOptions, type BackoffOptions, type ResolvedBackoffOptions } from './backoff.js';
 import type { EvalBrokerOptions } from './broker/broker-options.js';
-import { systemClock, type Clock } from './clock.js';
+import type { Clock } from './clock.js';
 import { InvalidOptionError } from './errors.js';
 import { createDefaultLogger, isLogger, type Logger } from './observability/logger.js';
 import { isRegistry, Registry } from './observability/metrics.js';
-import { assertKnownKeys } from './option-keys.js';
+import { assertKnownKeys, clockOption } from './option-checks.js';
 import type { ModuleRef } from './pool/messages.js';
 import type { ResourceLimits } from './pool/thread-pool.js';
 import type { EvaluatePlan } from './state/types.js';
@@ -228,11 +228,7 @@ export function resolveEngineOptions(options: unknown): ResolvedEngineOptions {
   if (!isLogger(logger)) throw new InvalidOptionError('logger', 'a pino logger', logger);
   const registry = o['registry'] ?? new Registry();
   if (!isRegistry(registry)) throw new InvalidOptionError('registry', 'a prom-client Registry', registry);
-  const clock = o['clock'] ?? systemClock;
-  const c = clock as Partial<Clock>;
-  if (typeof c.now !== 'function' || typeof c.setTimer !== 'function' || typeof c.clearTimer !== 'function') {
-    throw new InvalidOptionError('clock', 'a Clock with now(), setTimer() and clearTimer()', clock);
-  }
+  const clock = clockOption(o['clock']);
   const limits = object('resourceLimits', o['resourceLimits']);
   if (limits !== undefined) {
     for (const [k, v] of Object.entries(limits)) {
@@ -265,6 +261,6 @@ export function resolveEngineOptions(options: unknown): ResolvedEngineOptions {
     maxPayloadBytes: integer(o, 'maxPayloadBytes', 1, 2 ** 31 - 1, d.maxPayloadBytes),
     logger,
     registry,
-    clock: clock as Clock,
+    clock,
   };
 }

@@ -1,8 +1,8 @@
-import { systemClock, type Clock } from '../clock.js';
+import type { Clock } from '../clock.js';
 import { InvalidOptionError } from '../errors.js';
 import { createDefaultLogger, isLogger, type Logger } from '../observability/logger.js';
 import { isRegistry, Registry } from '../observability/metrics.js';
-import { assertKnownKeys } from '../option-keys.js';
+import { assertKnownKeys, clockOption } from '../option-checks.js';
 
 export interface EvalBrokerOptions {
   /** How long a delivery may stay unacked before the broker nacks it, ms. Default 60000. */
@@ -80,16 +80,7 @@ export function resolveEvalBrokerOptions(options: unknown): ResolvedEvalBrokerOp
   const initialNackDelayMs = number('initialNackDelayMs', (n) => n >= 0, 'a finite number of ms >= 0');
   const subsequentNackDelayMs = number('subsequentNackDelayMs', (n) => n >= 0, 'a finite number of ms >= 0');
 
-  const clock = o['clock'] ?? systemClock;
-  if (
-    clock === null ||
-    typeof clock !== 'object' ||
-    typeof (clock as Clock).now !== 'function' ||
-    typeof (clock as Clock).setTimer !== 'function' ||
-    typeof (clock as Clock).clearTimer !== 'function'
-  ) {
-    throw new InvalidOptionError('broker.clock', 'a Clock (now, setTimer, clearTimer)', clock);
-  }
+  const clock = clockOption(o['clock'], 'broker.clock');
   const logger = o['logger'] ?? createDefaultLogger('tickpool:broker');
   if (!isLogger(logger)) throw new InvalidOptionError('broker.logger', 'a pino logger', logger);
   const registry = o['registry'] ?? new Registry();
@@ -110,7 +101,7 @@ export function resolveEvalBrokerOptions(options: unknown): ResolvedEvalBrokerOp
     deliveryLimit,
     initialNackDelayMs,
     subsequentNackDelayMs,
-    clock: clock as Clock,
+    clock,
     logger,
     registry,
     random: random as () => number,

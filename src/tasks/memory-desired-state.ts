@@ -2,7 +2,7 @@ import type { Clock } from '../clock.js';
 import { DuplicateRunError, InvalidArgumentError, RunNotYetDueError, TaskNotFoundError } from '../errors.js';
 import { planNextRun } from './catch-up.js';
 import { growFloat64 } from './growable.js';
-import { clockOption, optionsObject } from './option-checks.js';
+import { clockOption, optionsObject } from '../option-checks.js';
 import type { Schedule } from './schedule/index.js';
 import { scheduleOf, taskDefaults, validateTask, validateTaskMeta, type Task } from './task.js';
 import type { DesiredState, QueuedRun, RunCreation } from './types.js';

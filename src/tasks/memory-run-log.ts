@@ -1,5 +1,5 @@
 import { InvalidOptionError } from '../errors.js';
-import { optionsObject } from './option-checks.js';
+import { optionsObject } from '../option-checks.js';
 import type { Task } from './task.js';
 import {
   isFinalStatus,

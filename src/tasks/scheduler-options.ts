@@ -5,7 +5,7 @@ import { createDefaultLogger, isLogger, type Logger } from '../observability/log
 import { isRegistry, Registry } from '../observability/metrics.js';
 import { SlotTable } from '../slots/slot-table.js';
 import { MemoryRunLog } from './memory-run-log.js';
-import { clockOption, hasMethods } from './option-checks.js';
+import { clockOption, hasMethods } from '../option-checks.js';
 import type { DesiredState, Executor, LogWriter } from './types.js';
 
 export interface TaskSchedulerOptions {
