@@ -44,7 +44,6 @@ export class PlanApplier {
   readonly #logger: Logger;
   readonly #seconds: () => number;
   readonly #queue = new PlanQueue<Pending>();
-  readonly #untrackDepth: () => void;
   #seq = 0;
   #scheduled = false;
   #stopped = false;
@@ -66,7 +65,7 @@ export class PlanApplier {
     this.#logger = logger ?? createDefaultLogger('tickpool:plan-applier');
     this.#seconds = clock === undefined ? () => performance.now() / 1000 : () => clock.now() / 1000;
     this.#metrics = planMetrics(registry ?? new Registry());
-    this.#untrackDepth = this.#metrics.trackDepth(() => this.#queue.size);
+    this.#metrics.trackDepth(this);
   }
 
   /** Plans queued and not yet applied. */
@@ -101,7 +100,6 @@ export class PlanApplier {
   stop(): void {
     if (this.#stopped) return;
     this.#stopped = true;
-    this.#untrackDepth();
     for (const pending of this.#queue.drain()) pending.reject(stoppedError());
   }
 

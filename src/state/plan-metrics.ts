@@ -1,5 +1,6 @@
-import type { Counter, Gauge, Histogram } from 'prom-client';
-import { counter, gauge, histogram, latencyBucketsSeconds, type Registry } from '../observability/metrics.js';
+import type { Counter, Histogram } from 'prom-client';
+import { counter, histogram, latencyBucketsSeconds, type Registry } from '../observability/metrics.js';
+import { addToSummedGauge } from '../observability/summed-gauge.js';
 
 /** Why a write was not committed. */
 export type RejectReason = 'conflict' | 'evaluate' | 'all_at_once';
@@ -9,30 +10,18 @@ export interface PlanMetrics {
   readonly rejectedWrites: Counter<'reason'>;
   readonly evaluateSeconds: Histogram;
   readonly applySeconds: Histogram;
-  /** Adds a source of queue depth to `tickpool_plan_queue_depth`; returns its removal. */
-  trackDepth(source: () => number): () => void;
+  /**
+   * Counts an applier's queue in `tickpool_plan_queue_depth`, which sums every applier on the registry (held
+   * weakly; a stopped applier's queue is empty).
+   */
+  trackDepth(applier: { readonly depth: number }): void;
 }
 
-/**
- * Depth sources per gauge. The gauge is registered once per registry and reused by every applier on it (see
- * `metrics.ts`), so its `collect` cannot close over one applier: it sums the depth of every applier attached.
- */
-const depthSources = new WeakMap<Gauge, Set<() => number>>();
+/** Reads an applier's depth; a function of the applier, not a closure over it (see `summed-gauge.ts`). */
+const depthOf = (applier: { readonly depth: number }): number => applier.depth;
 
 /** Plan applier metrics, named after Nomad's `nomad.plan.*`. */
 export function planMetrics(registry: Registry): PlanMetrics {
-  const depth = gauge(registry, {
-    name: 'tickpool_plan_queue_depth',
-    help: 'Plans submitted to the plan applier and not yet applied.',
-    collect(this: Gauge) {
-      let total = 0;
-      for (const source of depthSources.get(this) ?? []) total += source();
-      this.set(total);
-    },
-  });
-  let sources = depthSources.get(depth);
-  if (sources === undefined) depthSources.set(depth, (sources = new Set()));
-  const attached = sources;
   return {
     submitted: counter(registry, { name: 'tickpool_plan_submitted_total', help: 'Plans accepted for application (valid submissions).' }),
     rejectedWrites: counter(registry, {
@@ -50,9 +39,8 @@ export function planMetrics(registry: Registry): PlanMetrics {
       help: 'Time to commit the accepted writes of a plan, change listeners included.',
       buckets: [...latencyBucketsSeconds],
     }),
-    trackDepth(source) {
-      attached.add(source);
-      return () => attached.delete(source);
+    trackDepth(applier) {
+      addToSummedGauge(registry, { name: 'tickpool_plan_queue_depth', help: 'Plans submitted to the plan applier and not yet applied.' }, applier, depthOf);
     },
   };
 }

@@ -6,7 +6,7 @@
 import type { Counter, Gauge } from 'prom-client';
 import { counter, gauge, type Registry } from '../observability/metrics.js';
 import type { Outcome } from '../pool/thread-pool.js';
-import { addToSummedGauge } from './summed-gauge.js';
+import { addToSummedGauge } from '../observability/summed-gauge.js';
 
 /** What the queue depth is read from: the engine's `ThreadPool`. */
 export interface QueuedSource {

@@ -1,6 +1,6 @@
 import type { Counter, Histogram, Registry } from 'prom-client';
 import { counter, histogram, latencyBucketsSeconds } from '../observability/metrics.js';
-import { addToSummedGauge } from './summed-gauge.js';
+import { addToSummedGauge } from '../observability/summed-gauge.js';
 import type { SchedulerStateValue, TaskSchedulerStats } from './task-scheduler.js';
 import type { FinalRunStatus } from './types.js';
 

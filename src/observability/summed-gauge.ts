@@ -1,7 +1,7 @@
 /**
  * Gauges that add up every component on a registry. A gauge is registered once per registry and reused by every
  * component on it (see `metrics.ts`), so its `collect` cannot close over one component: it sums over the
- * components attached to that registry and name (as `tickpool_plan_queue_depth` does for plan appliers).
+ * components attached to that registry and name (the task gauges, `tickpool_plan_queue_depth`).
  *
  * A component is held weakly (a `WeakRef`), so that one dropped without a stop, or a stopped engine nobody holds
  * any more, cannot keep itself alive through a registry that outlives it; its `read` is a function of the
@@ -9,7 +9,7 @@
  * but still held reads its own value, which is 0 for whatever it no longer does.
  */
 import type { Gauge } from 'prom-client';
-import { gauge, type Registry } from '../observability/metrics.js';
+import { gauge, type Registry } from './metrics.js';
 
 interface Source {
   readonly ref: WeakRef<object>;
