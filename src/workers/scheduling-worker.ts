@@ -10,6 +10,7 @@ import type { Delivery, EvalBroker } from '../broker/eval-broker.js';
 import type { Evaluation } from '../broker/evaluation.js';
 import type { Clock } from '../clock.js';
 import {
+  AbortedError,
   CanceledError,
   InvalidPlanError,
   InvalidStateError,
@@ -194,14 +195,14 @@ export class SchedulingWorker {
       }
       this.#activity = WorkerActivity.DEQUEUING;
       let taken: Taken;
-      const interrupt = this.#interrupt.signal;
       try {
         const ready = broker.tryDequeue(types);
-        taken = ready !== undefined ? this.#take(ready) : await this.#waitForDelivery(dequeueTimeoutMs, interrupt);
+        taken = ready !== undefined ? this.#take(ready) : await this.#waitForDelivery(dequeueTimeoutMs);
       } catch (error) {
         if (this.#shuttingDown) break;
-        // pause() aborted the wait (and resume() may have come since): nothing went wrong.
-        if (interrupt.aborted) continue;
+        // pause() aborted the wait (and resume() may have come since): nothing went wrong. The interrupt is the only
+        // signal a dequeue here waits with, so an AbortedError can only be that.
+        if (error instanceof AbortedError) continue;
         this.#deps.logger.warn({ err: error, worker: this.id }, 'failed to dequeue evaluation');
         this.#activity = WorkerActivity.BACKOFF;
         if (await backoff.wait(signal)) break;
@@ -227,9 +228,9 @@ export class SchedulingWorker {
    * `#process` runs synchronously up to the dispatch, so the evaluation is on its way to a thread before the
    * enqueue that made it available returns, instead of after a promise job.
    */
-  #waitForDelivery(timeoutMs: number, interrupt: AbortSignal): Promise<Taken> {
+  #waitForDelivery(timeoutMs: number): Promise<Taken> {
     return new Promise<Taken>((resolve, reject) => {
-      this.#deps.broker.dequeueWith(this.#deps.types, timeoutMs, interrupt, (error, delivery) => {
+      this.#deps.broker.dequeueWith(this.#deps.types, timeoutMs, this.#interrupt.signal, (error, delivery) => {
         if (error !== undefined) reject(error);
         else resolve(delivery === undefined ? NOTHING : this.#take(delivery));
       });
