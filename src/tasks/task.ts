@@ -11,7 +11,6 @@
  */
 import { isStructuredCloneable } from '../broker/evaluation.js';
 import { InvalidTaskError } from '../errors.js';
-import { payloadFits } from '../payload-size.js';
 import { parseEvery, parseSchedule, type Schedule } from './schedule/index.js';
 
 /** What a backlog runs: every due time in order (`'all'`), only the newest (`'latest'`), or none (`'none'`). */
@@ -133,7 +132,7 @@ export function validateTask(value: unknown): Task {
     throw new InvalidTaskError('handler', `the name of a registered handler (a non-empty string of at most ${taskLimits.handlerLength} characters)`, handler);
   }
   // Every run hands the payload to a pool thread by structured clone: one that cannot cross would fail every run.
-  if (!isCloneable(input['payload'])) throw new InvalidTaskError('payload', 'a structured-cloneable value', input['payload']);
+  if (!isStructuredCloneable(input['payload'])) throw new InvalidTaskError('payload', 'a structured-cloneable value', input['payload']);
 
   // Only given fields are copied: an idle claimed task should not pay 8 bytes for each absent one.
   const task = Object.create(validatedTask) as Record<string, unknown>;
@@ -191,16 +190,6 @@ export function parseOffset(value: unknown): number {
   }
   if (Math.abs(ms) > taskLimits.maxOffsetMs) throw new InvalidTaskError('offset', OFFSET_EXPECTED, value);
   return ms;
-}
-
-/**
- * Whether a payload can cross to a pool thread. `payloadFits` vouches for small plain data by walking it, without
- * serializing (within a limit no payload reaches, only cloneability is asked), and serializes anything else once.
- * What that serializer refuses, `structuredClone` (what `postMessage` does) may still take — a Node host object such
- * as a `Blob` — so it has the last word, as it has for the broker's evaluations.
- */
-function isCloneable(payload: unknown): boolean {
-  return payloadFits(payload, Number.MAX_SAFE_INTEGER) !== undefined || isStructuredCloneable(payload);
 }
 
 function checkInteger(name: string, value: unknown, range: { readonly min: number; readonly max: number }): void {
