@@ -13,7 +13,6 @@ import type { Logger } from '../observability/logger.js';
 import type { WorkItem } from '../pool/messages.js';
 import type { SlotTable } from '../slots/slot-table.js';
 import type { Snapshot } from '../state/types.js';
-import type { CancelCheck } from './index-waiter.js';
 
 /** How often an awaited `ctx.signal` re-reads the slot word. */
 const SIGNAL_POLL_MS = 2;
@@ -44,7 +43,7 @@ export interface ThreadServices {
   readonly threadIndex: number;
   snapshot(): Snapshot;
   readonly logger: Logger;
-  waitForIndex(index: number, limitMs: number, canceled: CancelCheck): Promise<void>;
+  waitForIndex(index: number, limitMs: number, signal: AbortSignal): Promise<void>;
 }
 
 export class ThreadWorkContext implements WorkContext {
@@ -109,11 +108,9 @@ export class ThreadWorkContext implements WorkContext {
 
   waitForIndex(index: number, limitMs?: number): Promise<void> {
     const item = this.#item;
-    // Made here rather than held per context: most items never wait. Once the item is over, its slot moves on and
-    // reads as canceled; a wait its code left behind then runs to its limit as before, rather than rejecting at once
-    // where nobody may be listening.
-    const canceled: CancelCheck = () => (!this.#closed && this.canceled ? this.#canceledError() : undefined);
-    return this.#services.waitForIndex(index, limitMs ?? (item.kind === 'eval' ? item.syncLimitMs : 5000), canceled);
+    // The work's signal ends the wait on cancel. Once the item is over the signal stops polling, so a wait its code
+    // left behind runs to its limit as before, rather than rejecting where nobody may be listening.
+    return this.#services.waitForIndex(index, limitMs ?? (item.kind === 'eval' ? item.syncLimitMs : 5000), this.signal);
   }
 
   /** The item is over: stop polling. */

@@ -4,26 +4,20 @@
  * each change set; they need the thread's event loop, which the long-lived thread loop keeps running (an idle
  * Piscina thread in `atomics: 'sync'` mode would not run one).
  *
- * A wait can also end by cancel. Main cancels by writing the slot word in shared memory, with no message and no
- * notify, so a waiter given a `canceled` check reads it every CANCEL_POLL_MS while it waits (the same cadence as an
- * awaited `ctx.signal`); a cancel then ends the wait within a few milliseconds, well inside any cancel grace, instead
- * of the wait running on until main terminates the thread under it.
+ * A wait can also end by cancel, through the work's `AbortSignal` (`ctx.signal`, which reads the slot's cancel word
+ * while someone listens): a cancel then ends the wait within a few milliseconds, well inside any cancel grace,
+ * instead of the wait running on until main terminates the thread under it.
  */
 import { systemClock, type Clock, type TimerHandle } from '../clock.js';
 import { SyncLimitError } from '../errors.js';
-
-/** How often a waiter re-reads its cancel check. */
-const CANCEL_POLL_MS = 2;
-
-/** Returns the error to fail the wait with once the work was canceled, else `undefined`. */
-export type CancelCheck = () => Error | undefined;
 
 interface Waiter {
   readonly index: number;
   readonly resolve: () => void;
   readonly reject: (error: Error) => void;
   timer: TimerHandle | undefined;
-  poll: TimerHandle | undefined;
+  /** Removes the abort listener, if the wait has a signal. */
+  unlisten: (() => void) | undefined;
 }
 
 export class IndexWaiter {
@@ -41,29 +35,24 @@ export class IndexWaiter {
     return this.#waiters.length;
   }
 
-  wait(index: number, limitMs: number, canceled?: CancelCheck): Promise<void> {
+  /** Rejects with the signal's reason once `signal` aborts (a canceled item). */
+  wait(index: number, limitMs: number, signal?: AbortSignal): Promise<void> {
     if (this.#current() >= index) return Promise.resolve();
-    const already = canceled?.();
-    if (already !== undefined) return Promise.reject(already);
+    if (signal?.aborted) return Promise.reject(signal.reason as Error);
     return new Promise<void>((resolve, reject) => {
-      const waiter: Waiter = { index, resolve, reject, timer: undefined, poll: undefined };
+      const waiter: Waiter = { index, resolve, reject, timer: undefined, unlisten: undefined };
       waiter.timer = this.#clock.setTimer(() => {
         waiter.timer = undefined;
         this.#drop(waiter);
         reject(new SyncLimitError(index, this.#current(), limitMs));
       }, limitMs);
-      if (canceled !== undefined) {
-        const poll = (): void => {
-          const error = canceled();
-          if (error === undefined) {
-            waiter.poll = this.#clock.setTimer(poll, CANCEL_POLL_MS);
-            return;
-          }
-          waiter.poll = undefined;
+      if (signal !== undefined) {
+        const onAbort = (): void => {
           this.#drop(waiter);
-          reject(error);
+          reject(signal.reason as Error);
         };
-        waiter.poll = this.#clock.setTimer(poll, CANCEL_POLL_MS);
+        signal.addEventListener('abort', onAbort, { once: true });
+        waiter.unlisten = () => signal.removeEventListener('abort', onAbort);
       }
       this.#waiters.push(waiter);
     });
@@ -90,8 +79,8 @@ export class IndexWaiter {
 
   #disarm(waiter: Waiter): void {
     if (waiter.timer !== undefined) this.#clock.clearTimer(waiter.timer);
-    if (waiter.poll !== undefined) this.#clock.clearTimer(waiter.poll);
+    waiter.unlisten?.();
     waiter.timer = undefined;
-    waiter.poll = undefined;
+    waiter.unlisten = undefined;
   }
 }

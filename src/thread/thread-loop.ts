@@ -98,7 +98,7 @@ export class ThreadLoop {
       threadIndex: init.threadIndex,
       snapshot: () => this.#replica.snapshot(),
       logger: this.#logger,
-      waitForIndex: (index, limitMs, canceled) => this.#waiter.wait(index, limitMs, canceled),
+      waitForIndex: (index, limitMs, signal) => this.#waiter.wait(index, limitMs, signal),
     };
   }
 

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { getEventListeners } from 'node:events';
 import { test } from 'node:test';
 import { ManualClock } from '../../src/clock.js';
 import { CanceledError, SyncLimitError } from '../../src/errors.js';
@@ -35,26 +36,26 @@ test('a wait resolves when the index is applied, or fails with SyncLimitError at
   assert.equal(clock.pendingTimers, 0, 'no timer left behind');
 });
 
-test('a cancel ends a wait within a poll, with the error the check gives, and disarms its timers', async () => {
+test('an aborted signal ends a wait with its reason and disarms its timer and listener', async () => {
   const { clock, waiter, at } = setup();
-  let canceled = false;
-  const check = (): Error | undefined => (canceled ? new CanceledError('Evaluation "e1" was canceled') : undefined);
-  const waiting = waiter.wait(5, 10_000, check);
+  const controller = new AbortController();
+  const waiting = waiter.wait(5, 10_000, controller.signal);
   clock.advance(10);
   assert.equal(waiter.pending, 1, 'not canceled yet: still waiting');
-  canceled = true;
-  clock.advance(2);
+  controller.abort(new CanceledError('Evaluation "e1" was canceled'));
   await assert.rejects(waiting, (e: unknown) => e instanceof CanceledError && /e1/.test((e as Error).message));
   assert.equal(waiter.pending, 0);
   assert.equal(clock.pendingTimers, 0, 'the limit timer is disarmed too');
   // Already canceled: fails at once. Already applied: resolves, canceled or not.
-  await assert.rejects(waiter.wait(5, 10_000, check), CanceledError);
+  await assert.rejects(waiter.wait(5, 10_000, controller.signal), CanceledError);
   at(5);
-  await waiter.wait(5, 10_000, check);
-  // A wait that is woken stops polling.
-  canceled = false;
-  const woken = waiter.wait(6, 10_000, check);
+  await waiter.wait(5, 10_000, controller.signal);
+  // A wait that is woken stops listening.
+  const live = new AbortController();
+  const woken = waiter.wait(6, 10_000, live.signal);
+  assert.equal(getEventListeners(live.signal, 'abort').length, 1);
   at(6);
   await woken;
+  assert.equal(getEventListeners(live.signal, 'abort').length, 0, 'no listener left behind');
   assert.equal(clock.pendingTimers, 0);
 });
