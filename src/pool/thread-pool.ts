@@ -529,11 +529,17 @@ export class ThreadPool {
       this.#options.clock.clearTimer(channel.idleTimer);
       channel.idleTimer = undefined;
     }
-    for (const p of batch) channel.inflight.set(p.item.seq, p);
+    // One pass registers each item in flight and collects what is sent.
+    const items = new Array<WorkItem>(batch.length);
+    for (let i = 0; i < batch.length; i++) {
+      const p = batch[i]!;
+      channel.inflight.set(p.item.seq, p);
+      items[i] = p.item;
+    }
     const changes = channel.changes;
     channel.changes = [];
     try {
-      channel.port.postMessage(encodeWork(changes, batch.map((p) => p.item)));
+      channel.port.postMessage(encodeWork(changes, items));
     } catch {
       // Something in the batch cannot be cloned; send the commits alone, then each item alone, failing only the
       // items that cannot cross.
