@@ -300,6 +300,8 @@ export class ThreadPool {
 
   async #stop(force: boolean): Promise<void> {
     this.#stopping = true;
+    // A start() still waiting for its threads ends now (the engine sees the stop); it is only woken by events.
+    this.#notifyReady();
     this.#unsubscribe();
     const lost = (): ThreadExitedError => new ThreadExitedError('Expected a running pool, but it was stopped');
     for (let i = this.#queueHead; i < this.#queue.length; i++) this.#settle(this.#queue[i]!, { status: 'lost', error: lost() });
