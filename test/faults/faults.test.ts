@@ -52,7 +52,11 @@ const WATCHDOG_MS = 150_000;
 
 const fixture = (name: string): URL => new URL(`../fixtures/${name}.js`, import.meta.url);
 const logger = pino({ level: 'silent' });
-const codeOf = (error: unknown): string | undefined => (error as { code?: string } | undefined)?.code;
+/** The thrower's own code for an error that crossed from a thread (`remoteCode`), else the error's code. */
+const codeOf = (error: unknown): string | undefined => {
+  const e = error as { code?: string; remoteCode?: string } | undefined;
+  return e?.remoteCode ?? e?.code;
+};
 
 interface PlannedEvaluation {
   readonly id: string;
