@@ -46,6 +46,7 @@ export class Entry implements HeapNode, DeadlineNode {
   /** The queue it is ready or unacked in. */
   queue: ReadyQueue | undefined = undefined;
   heapIndex = -1;
+  lineMark = 0;
   due = 0;
   deadlineIndex = -1;
   deadlineSeq = 0;
