@@ -4,10 +4,12 @@
  */
 import { Backoff } from './backoff.js';
 import { EvalBroker } from './broker/eval-broker.js';
-import { FAILED_QUEUE, type Evaluation } from './broker/evaluation.js';
+import { FAILED_QUEUE, type EvaluationInput } from './broker/evaluation.js';
+import type { EvaluationHandle, EvaluationOutcome } from './broker/outcome-waiters.js';
 import type { Clock } from './clock.js';
 import type { BrokerStats } from './broker/eval-broker.js';
-import { InvalidArgumentError, InvalidEvaluationError, InvalidStateError, PayloadTooLargeError, UnknownSchedulerError } from './errors.js';
+import { AbortWatch, runSignal, type RunOptions } from './engine-run.js';
+import { AbortedError, InvalidArgumentError, InvalidEvaluationError, InvalidStateError, PayloadTooLargeError, UnknownSchedulerError } from './errors.js';
 import { TypedEmitter } from './events.js';
 import { payloadFits } from './payload-size.js';
 import { resolveEngineOptions, type EngineOptions, type ResolvedEngineOptions } from './options.js';
@@ -78,6 +80,7 @@ export class Engine {
   #state: EngineStateValue = EngineState.CREATED;
   #stopping: Promise<void> | undefined;
   #startedAt: number | undefined;
+  readonly #aborts = new AbortWatch((id, cause) => this.#abort(id, cause));
 
   constructor(options: EngineOptions = {}) {
     const o = resolveEngineOptions(options);
@@ -159,6 +162,7 @@ export class Engine {
           broker: this.broker,
           pool: this.#pool,
           applier: this.plans,
+          state: this.state,
           slots: this.slots,
           clock: o.clock,
           logger,
@@ -168,6 +172,7 @@ export class Engine {
           dequeueTimeoutMs: o.dequeueTimeoutMs,
           syncLimitMs: o.syncLimitMs,
           maxPlanAttempts: o.maxPlanAttempts,
+          abortLost: (id, cause) => this.#abort(id, cause),
         }),
       );
     }
@@ -210,15 +215,40 @@ export class Engine {
   }
 
   /**
-   * Validates and enqueues an evaluation (the same as `engine.broker.enqueue`: the payload must be
-   * structured-cloneable and at most `maxPayloadBytes` once serialized).
+   * Validates (synchronously, typed errors) and enqueues an evaluation, the same as `engine.broker.enqueue`: the
+   * payload must be structured-cloneable and at most `maxPayloadBytes` once serialized; `id`, `jobId` and `priority`
+   * default to a random UUID, the id, and 50. Returns its handle: `done` resolves with the outcome once it is acked
+   * and rejects with a typed error when it is not. An id the broker already holds returns that evaluation's handle.
    */
-  enqueue(evaluation: Evaluation): void {
+  enqueue<V = unknown>(evaluation: EvaluationInput): EvaluationHandle<V> {
     if (this.#state === EngineState.STOPPING || this.#state === EngineState.STOPPED) {
       // The broker would keep it, but no worker would ever take it: say so instead of accepting it.
       throw new InvalidStateError(`Expected a created, starting or running engine to enqueue into, but it is ${this.#state}`);
     }
-    this.broker.enqueue(evaluation);
+    return this.broker.enqueue(evaluation) as EvaluationHandle<V>;
+  }
+
+  /**
+   * Enqueues an evaluation and resolves with its outcome (`{ id, status: 'acked', value, index, attempts,
+   * deliveries }`): `piscina.run()` for evaluations. Rejects as `enqueue` throws and as its `done` rejects. When
+   * `signal` aborts, an evaluation not yet dequeued is removed from the broker and one in flight is canceled
+   * through its slot (its scheduler sees `ctx.canceled`) and removed once its thread lets go, not redelivered;
+   * either way the promise rejects with `AbortedError` (`cause`: the signal's reason). A plan already submitted
+   * still commits: the evaluation is then acked, the abort came too late.
+   */
+  run<V = unknown>(evaluation: EvaluationInput, options?: RunOptions): Promise<EvaluationOutcome<V>> {
+    let handle: EvaluationHandle<V>;
+    let signal: AbortSignal | undefined;
+    try {
+      signal = runSignal(options);
+      if (signal?.aborted === true) {
+        throw new AbortedError('engine.run', { cause: signal.reason });
+      }
+      handle = this.enqueue<V>(evaluation);
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
+    return signal === undefined ? handle.done : this.#aborts.watch(handle, signal);
   }
 
   /**
@@ -231,6 +261,22 @@ export class Engine {
     }
     const token = this.broker.outstanding(evaluationId);
     return token === undefined ? false : (this.#holderOf(evaluationId, token)?.cancelCurrent() ?? false);
+  }
+
+  /**
+   * Gives up an evaluation whose caller aborted: removed if not in flight, canceled through its slot (and removed
+   * when its thread lets go) if a worker holds it. One whose outcome is known (failed, superseded) is left alone.
+   */
+  #abort(evaluationId: string, cause: unknown): void {
+    const info = this.broker.inspect(evaluationId);
+    if (info === undefined || info.queue === FAILED_QUEUE || info.state === 'failed' || info.state === 'cancelable') return;
+    if (info.state !== 'unacked') {
+      this.broker.remove(evaluationId, undefined, cause);
+      return;
+    }
+    const token = this.broker.outstanding(evaluationId)!;
+    // No worker holding it: a caller of `engine.broker` dequeued it, and decides with the token it holds.
+    this.#holderOf(evaluationId, token)?.abortCurrent(token, cause);
   }
 
   /**
@@ -340,6 +386,16 @@ export class Engine {
     return this.#stopping;
   }
 
+  /** What is still in the broker will not be finished by this engine: its waiters learn so now. */
+  #giveUpOutcomes(): void {
+    this.broker.rejectOutcomes(
+      (evaluation) =>
+        new InvalidStateError(`Expected evaluation ${JSON.stringify(evaluation.id)} to be finished, but the engine stopped with it still in the broker`, {
+          details: { evalId: evaluation.id },
+        }),
+    );
+  }
+
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
   }
@@ -351,6 +407,7 @@ export class Engine {
       await this.#pool.stop();
       this.plans.stop();
       this.#clearUnknownTimer();
+      this.#giveUpOutcomes();
       return;
     }
     this.#state = EngineState.STOPPING;
@@ -384,6 +441,7 @@ export class Engine {
     this.plans.stop();
     this.#clearUnknownTimer();
     this.#state = EngineState.STOPPED;
+    this.#giveUpOutcomes();
     let requeued = 0;
     for (const worker of this.#workers) requeued += worker.givenBack;
     this.events.emit('engine:stop', { requeued, forced });

@@ -159,11 +159,11 @@ export class NackTimeoutReachedError extends TickpoolError {
   }
 }
 
-/** A dequeue or wait was aborted by its caller's `AbortSignal`. */
+/** A dequeue, a wait or an evaluation was aborted by its caller's `AbortSignal`; `cause` is the signal's reason. */
 export class AbortedError extends TickpoolError {
   override readonly code: ErrorCode = 'ERR_ABORTED';
-  constructor(operation: string) {
-    super(`Expected ${operation} to complete, but it was aborted by its signal`);
+  constructor(operation: string, options?: { cause?: unknown }) {
+    super(`Expected ${operation} to complete, but it was aborted by its signal`, options?.cause === undefined ? undefined : { cause: options.cause });
   }
 }
 

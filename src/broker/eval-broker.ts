@@ -438,7 +438,7 @@ export class EvalBroker {
     entry.queue = undefined;
     // Newer pending evaluations are work nobody asked to drop: only the best is promoted, none is superseded.
     if (entry.holdsSlot) this.#releaseSlot(entry, now, false);
-    entry.handle.rejectedWith(() => withCause(new AbortedError(`evaluation ${JSON.stringify(id)}`), cause));
+    entry.handle.rejectedWith(() => new AbortedError(`evaluation ${JSON.stringify(id)}`, { cause }));
     if (this.#logger.isLevelEnabled('debug')) this.#logger.debug({ evalId: id, state }, 'eval removed');
     if (this.#events.hasListeners('broker:remove')) this.#events.emit('broker:remove', { evaluation: entry.evaluation, state });
     this.#serveWaiters();

@@ -24,7 +24,8 @@ import type { WireEvaluation } from '../pool/messages.js';
 import { ThreadPhase } from '../slots/slot-layout.js';
 import type { SlotTable } from '../slots/slot-table.js';
 import type { PlanApplier } from '../state/plan-applier.js';
-import type { Plan } from '../state/types.js';
+import type { StateStore } from '../state/state-store.js';
+import type { SchedulerPlan } from '../state/types.js';
 import type { WorkerMetrics } from './worker-metrics.js';
 import { WorkerActivity, WorkerStatus, workerTransitions, type WorkerActivityValue, type WorkerStatusValue } from './worker-status.js';
 
@@ -33,6 +34,8 @@ export interface WorkerDeps {
   readonly broker: EvalBroker;
   readonly pool: ThreadPool;
   readonly applier: PlanApplier;
+  /** The store the applier commits to: its index is an outcome's `index` when the evaluation wrote nothing. */
+  readonly state: StateStore;
   readonly slots: SlotTable;
   readonly clock: Clock;
   readonly logger: Logger;
@@ -43,6 +46,11 @@ export interface WorkerDeps {
   readonly dequeueTimeoutMs: number;
   readonly syncLimitMs: number;
   readonly maxPlanAttempts: number;
+  /**
+   * An aborted delivery could not be removed because it is no longer current (its nack deadline fired and it went
+   * back to the broker): the abort must reach the evaluation wherever it is now.
+   */
+  readonly abortLost?: (evaluationId: string, cause: unknown) => void;
 }
 
 /** The delivery a worker holds right now. */
@@ -52,6 +60,9 @@ export interface CurrentDelivery {
   generation: number;
   /** Heartbeats seen when the nack deadline was last extended. */
   heartbeatsSeen: number;
+  /** Its caller gave up on it (`abortCurrent`): when the thread lets go it is removed, not redelivered. */
+  aborted: boolean;
+  abortCause: unknown;
 }
 
 /**
@@ -166,6 +177,21 @@ export class SchedulingWorker {
     return this.#deps.pool.cancel(this.#slot, current.generation);
   }
 
+  /**
+   * Gives up the evaluation in hand for good: the thread sees a cancel in shared memory, and once it lets go the
+   * evaluation is removed from the broker (its outcome rejects with `AbortedError`) instead of nacked. A plan already
+   * submitted still commits, and then the evaluation is acked: the abort came too late. False when this worker
+   * does not hold that delivery.
+   */
+  abortCurrent(token: string, cause?: unknown): boolean {
+    const current = this.#current;
+    if (current === undefined || current.token !== token) return false;
+    current.aborted = true;
+    current.abortCause = cause;
+    if (current.generation >= 0) this.#deps.pool.cancel(this.#slot, current.generation);
+    return true;
+  }
+
   /** Heartbeats the thread wrote since the deadline was last extended: true means "extend". */
   consumeHeartbeat(token: string): boolean {
     const current = this.#current;
@@ -248,15 +274,16 @@ export class SchedulingWorker {
       this.#fail(evaluation, token, new UnknownSchedulerError(evaluation.type, types));
       return;
     }
-    this.#current = { evaluation, token, generation: -1, heartbeatsSeen: 0 };
+    const current: CurrentDelivery = { evaluation, token, generation: -1, heartbeatsSeen: 0, aborted: false, abortCause: undefined };
+    this.#current = current;
     let minIndex = evaluation.modifyIndex ?? 0;
     try {
       for (let attempt = 1; ; attempt++) {
         const generation = slots.claim(this.#slot);
         if (generation < 0) throw new InvalidStateError(`Expected worker ${this.id}'s slot to be idle before a dispatch`);
-        this.#current.generation = generation;
+        current.generation = generation;
         // A new claim starts the slot's heartbeat count from zero: count this attempt's heartbeats from there.
-        this.#current.heartbeatsSeen = 0;
+        current.heartbeatsSeen = 0;
         this.#activity = WorkerActivity.SCHEDULING;
         const started = metrics.startScheduling();
         const outcome = await pool.dispatch({
@@ -271,6 +298,11 @@ export class SchedulingWorker {
         });
         slots.finish(this.#slot, generation);
         metrics.endScheduling(evaluation.type, started, outcome.status === 'ok' ? outcome.waitedMs : 0);
+        // Whatever the thread answered (it may have finished before it saw the cancel), nothing of it is kept.
+        if (current.aborted) {
+          this.#removeAborted(current);
+          return;
+        }
         if (outcome.status === 'canceled') {
           this.#nack(evaluation, token, new CanceledError(`Evaluation ${JSON.stringify(evaluation.id)} was canceled`));
           return;
@@ -281,11 +313,11 @@ export class SchedulingWorker {
         }
         const plan = outcome.value;
         if (plan === undefined || plan === null) {
-          this.#ack(evaluation, token);
+          this.#ack(evaluation, token, undefined, this.#deps.state.index, attempt);
           return;
         }
         if (!isPlanShape(plan)) {
-          this.#nack(evaluation, token, new InvalidPlanError('plan', 'undefined or { writes: PlanWrite[], allAtOnce? }', plan));
+          this.#nack(evaluation, token, new InvalidPlanError('plan', 'undefined or { writes: PlanWrite[], allAtOnce?, value? }', plan));
           return;
         }
         this.#activity = WorkerActivity.SUBMITTING;
@@ -316,7 +348,12 @@ export class SchedulingWorker {
           metrics.endSubmit(submitted);
         }
         if (result.rejected.length === 0) {
-          this.#ack(evaluation, token);
+          // The value of the attempt whose plan committed, released only now; an earlier attempt's is dropped.
+          this.#ack(evaluation, token, plan.value, result.index > 0 ? result.index : this.#deps.state.index, attempt);
+          return;
+        }
+        if (current.aborted) {
+          this.#removeAborted(current);
           return;
         }
         if (attempt >= this.#deps.maxPlanAttempts) {
@@ -346,9 +383,9 @@ export class SchedulingWorker {
     }
   }
 
-  #ack(evaluation: Evaluation, token: string): void {
+  #ack(evaluation: Evaluation, token: string, value: unknown, index: number, attempts: number): void {
     try {
-      this.#deps.broker.ack(evaluation.id, token);
+      this.#deps.broker.ack(evaluation.id, token, { value, index, attempts });
     } catch (error) {
       // An ack after the nack deadline fired loses to the nack: the evaluation was redelivered, nothing is lost.
       this.#deps.logger.debug({ err: error, evalId: evaluation.id }, 'ack refused');
@@ -363,6 +400,17 @@ export class SchedulingWorker {
     } catch (error) {
       this.#deps.logger.debug({ err: error, evalId: evaluation.id }, 'nack refused');
       this.#deps.metrics.refused('nack', (error as TickpoolError).code);
+    }
+  }
+
+  #removeAborted(current: CurrentDelivery): void {
+    const { evaluation, token, abortCause } = current;
+    try {
+      this.#deps.broker.remove(evaluation.id, token, abortCause);
+    } catch (error) {
+      this.#deps.logger.debug({ err: error, evalId: evaluation.id }, 'remove of an aborted delivery refused');
+      this.#deps.metrics.refused('remove', (error as TickpoolError).code);
+      this.#deps.abortLost?.(evaluation.id, abortCause);
     }
   }
 
@@ -390,6 +438,6 @@ export class SchedulingWorker {
   }
 }
 
-function isPlanShape(value: unknown): value is Pick<Plan, 'writes' | 'allAtOnce'> {
+function isPlanShape(value: unknown): value is SchedulerPlan {
   return value !== null && typeof value === 'object' && Array.isArray((value as { writes?: unknown }).writes);
 }
