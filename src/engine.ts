@@ -15,8 +15,8 @@ import { payloadFits } from './payload-size.js';
 import { resolveEngineOptions, type EngineOptions, type ResolvedEngineOptions } from './options.js';
 import { ThreadPool, type ThreadExit, type ThreadPoolStats } from './pool/thread-pool.js';
 import { SlotTable } from './slots/slot-table.js';
-import { EngineTasks } from './tasks/engine-tasks.js';
-import type { TaskSchedulerStats } from './tasks/task-scheduler.js';
+import { EngineTasks, taskSchedulerOf } from './tasks/engine-tasks.js';
+import type { TaskScheduler, TaskSchedulerStats } from './tasks/task-scheduler.js';
 import { PlanApplier } from './state/plan-applier.js';
 import { StateStore } from './state/state-store.js';
 import { SchedulingWorker } from './workers/scheduling-worker.js';
@@ -71,6 +71,8 @@ export class Engine {
   /** The task scheduler (InfluxDB-style), running task handlers on the same pool as evaluations. */
   readonly tasks: EngineTasks;
   readonly events: TypedEmitter<EngineEvents>;
+  /** The scheduler `tasks` composes: its lifecycle is the engine's. */
+  readonly #taskScheduler: TaskScheduler;
   readonly #pool: ThreadPool;
   readonly #workers: SchedulingWorker[] = [];
   /** Evaluations of unregistered types the broker still holds and has not failed yet: id → type. */
@@ -153,6 +155,7 @@ export class Engine {
       backoff: o.backoff,
       tickMs: o.tickMs,
     });
+    this.#taskScheduler = taskSchedulerOf(this.tasks);
     const metrics = new WorkerMetrics(o.registry);
     const types = Object.keys(o.schedulers);
     for (let id = 0; id < o.workers; id++) {
@@ -209,7 +212,7 @@ export class Engine {
     if (this.#state !== EngineState.STARTING) return;
     this.#startedAt = performance.now();
     for (const worker of this.#workers) void worker.start();
-    this.tasks.start();
+    this.#taskScheduler.start();
     this.#state = EngineState.RUNNING;
     this.events.emit('engine:start', { threads: this.#pool.threadCount, workers: this.#workers.length });
   }
@@ -386,12 +389,18 @@ export class Engine {
     return this.#stopping;
   }
 
-  /** What is still in the broker will not be finished by this engine: its waiters learn so now. */
+  /** What is still in the broker, and manual runs still queued, will not be finished by this engine: say so now. */
   #giveUpOutcomes(): void {
     this.broker.rejectOutcomes(
       (evaluation) =>
         new InvalidStateError(`Expected evaluation ${JSON.stringify(evaluation.id)} to be finished, but the engine stopped with it still in the broker`, {
           details: { evalId: evaluation.id },
+        }),
+    );
+    this.#taskScheduler.rejectForcedRuns(
+      (run) =>
+        new InvalidStateError(`Expected run ${JSON.stringify(run.runId)} of task ${JSON.stringify(run.taskId)} to run, but the engine stopped first`, {
+          details: { taskId: run.taskId, runId: run.runId },
         }),
     );
   }
@@ -418,7 +427,7 @@ export class Engine {
     // Runs in flight are canceled at once (they end `canceled` and are logged); cooperative handlers stop within
     // microseconds, others are terminated with their thread after the grace period below.
     let tasksStopped = false;
-    const tasksDone = this.tasks.stop().then(() => {
+    const tasksDone = this.#taskScheduler.stop().then(() => {
       tasksStopped = true;
     });
     let forced = false;

@@ -20,6 +20,7 @@ import { pino } from 'pino';
 import { createEngine } from '../../src/engine.js';
 import type { Evaluation } from '../../src/broker/evaluation.js';
 import { SlotState } from '../../src/slots/slot-layout.js';
+import { taskSchedulerOf } from '../../src/tasks/engine-tasks.js';
 import {
   FAULT_NAMES,
   Fault,
@@ -164,7 +165,7 @@ test(`faults: ${EVALUATIONS} evaluations and ${TASKS} cron tasks with injected f
   const acked = acks.size;
 
   // Stop the ticker: runs in flight end `canceled`; wait until every one has stopped.
-  await engine.tasks.stop();
+  await taskSchedulerOf(engine.tasks).stop();
 
   // ── Evaluations: acked exactly once, or dead-lettered with the reason after the delivery limit ───────────────
   const causes = new Map<string, number>();
