@@ -22,6 +22,7 @@ import { StateStore } from './state/state-store.js';
 import { SchedulingWorker } from './workers/scheduling-worker.js';
 import { WorkerMetrics } from './workers/worker-metrics.js';
 import type { WorkerActivityValue, WorkerStatusValue } from './workers/worker-status.js';
+import { WorkerView, type EngineWorker } from './workers/worker-view.js';
 
 export const EngineState = Object.freeze({
   CREATED: 'created',
@@ -75,6 +76,7 @@ export class Engine {
   readonly #taskScheduler: TaskScheduler;
   readonly #pool: ThreadPool;
   readonly #workers: SchedulingWorker[] = [];
+  #workerViews: readonly EngineWorker[] | undefined;
   /** Evaluations of unregistered types the broker still holds and has not failed yet: id → type. */
   readonly #unknown = new Map<string, string>();
   #unknownTimer: ReturnType<Clock['setTimer']> | undefined;
@@ -181,9 +183,9 @@ export class Engine {
     }
   }
 
-  /** The scheduling workers (status, activity, `pause()`/`resume()` each). */
-  get workers(): readonly SchedulingWorker[] {
-    return this.#workers;
+  /** The scheduling workers, as read-only views (status, activity, the evaluation held, `pause()`/`resume()`). */
+  get workers(): readonly EngineWorker[] {
+    return (this.#workerViews ??= Object.freeze(this.#workers.map((w) => new WorkerView(w))));
   }
 
   get status(): EngineStateValue {
