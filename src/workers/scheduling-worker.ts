@@ -320,6 +320,11 @@ export class SchedulingWorker {
           this.#nack(evaluation, token, new InvalidPlanError('plan', 'undefined or { writes: PlanWrite[], allAtOnce?, value? }', plan));
           return;
         }
+        if (plan.writes.length === 0 && (plan.allAtOnce === undefined || typeof plan.allAtOnce === 'boolean')) {
+          // Nothing to commit (a scheduler that only answers): its value is released at once, at the store's index.
+          this.#ack(evaluation, token, plan.value, this.#deps.state.index, attempt);
+          return;
+        }
         this.#activity = WorkerActivity.SUBMITTING;
         // Nomad's SubmitPlan: waiting in the plan queue is progress, not a hang, so the nack deadline stops meanwhile.
         // A delivery that is no longer outstanding (its deadline fired and it was redelivered, or the broker was

@@ -58,9 +58,12 @@ test("run() resolves the scheduler's value with the index its plan committed at"
   assert.match(outcome.id, /^[0-9a-f-]{36}$/, 'a random id when none is given');
   assert.deepEqual(outcome, { id: outcome.id, status: 'acked', value: { placed: ['k'] }, index: 1, attempts: 1, deliveries: 1 });
   assert.equal(engine.state.snapshot().get('t', 'k')?.modifyIndex, 1);
+  const submitted = async (): Promise<number> => (await engine.options.registry.getSingleMetric('tickpool_plan_submitted_total')!.get()).values[0]?.value ?? 0;
+  const plansBefore = await submitted();
   const nothing = await engine.run({ type: 'echo', payload: { plan: { writes: [], value: 'read only' } } });
   assert.equal(nothing.value, 'read only');
   assert.equal(nothing.index, 1, 'it wrote nothing: the store index at ack');
+  assert.equal(await submitted(), plansBefore, 'a plan without writes has nothing to commit: it skips the plan queue');
   const undefinedPlan = await engine.run({ id: 'n1', type: 'noop' });
   assert.deepEqual(undefinedPlan, { id: 'n1', status: 'acked', value: undefined, index: 1, attempts: 1, deliveries: 1 });
 });
