@@ -61,8 +61,8 @@ export interface CurrentDelivery {
   /** Heartbeats seen when the nack deadline was last extended. */
   heartbeatsSeen: number;
   /** Its caller gave up on it (`abortCurrent`): when the thread lets go it is removed, not redelivered. */
-  aborted: boolean;
-  abortCause: unknown;
+  aborted?: boolean;
+  abortCause?: unknown;
 }
 
 /**
@@ -274,16 +274,15 @@ export class SchedulingWorker {
       this.#fail(evaluation, token, new UnknownSchedulerError(evaluation.type, types));
       return;
     }
-    const current: CurrentDelivery = { evaluation, token, generation: -1, heartbeatsSeen: 0, aborted: false, abortCause: undefined };
-    this.#current = current;
+    this.#current = { evaluation, token, generation: -1, heartbeatsSeen: 0 };
     let minIndex = evaluation.modifyIndex ?? 0;
     try {
       for (let attempt = 1; ; attempt++) {
         const generation = slots.claim(this.#slot);
         if (generation < 0) throw new InvalidStateError(`Expected worker ${this.id}'s slot to be idle before a dispatch`);
-        current.generation = generation;
+        this.#current.generation = generation;
         // A new claim starts the slot's heartbeat count from zero: count this attempt's heartbeats from there.
-        current.heartbeatsSeen = 0;
+        this.#current.heartbeatsSeen = 0;
         this.#activity = WorkerActivity.SCHEDULING;
         const started = metrics.startScheduling();
         const outcome = await pool.dispatch({
@@ -299,8 +298,8 @@ export class SchedulingWorker {
         slots.finish(this.#slot, generation);
         metrics.endScheduling(evaluation.type, started, outcome.status === 'ok' ? outcome.waitedMs : 0);
         // Whatever the thread answered (it may have finished before it saw the cancel), nothing of it is kept.
-        if (current.aborted) {
-          this.#removeAborted(current);
+        if (this.#abortedCurrent()) {
+          this.#removeAborted();
           return;
         }
         if (outcome.status === 'canceled') {
@@ -357,8 +356,8 @@ export class SchedulingWorker {
           this.#ack(evaluation, token, plan.value, result.index > 0 ? result.index : this.#deps.state.index, attempt);
           return;
         }
-        if (current.aborted) {
-          this.#removeAborted(current);
+        if (this.#abortedCurrent()) {
+          this.#removeAborted();
           return;
         }
         if (attempt >= this.#deps.maxPlanAttempts) {
@@ -408,8 +407,13 @@ export class SchedulingWorker {
     }
   }
 
-  #removeAborted(current: CurrentDelivery): void {
-    const { evaluation, token, abortCause } = current;
+  /** A method, not a field read: `abortCurrent` sets the flag while `#process` awaits. */
+  #abortedCurrent(): boolean {
+    return this.#current?.aborted === true;
+  }
+
+  #removeAborted(): void {
+    const { evaluation, token, abortCause } = this.#current!;
     try {
       this.#deps.broker.remove(evaluation.id, token, abortCause);
     } catch (error) {
