@@ -58,11 +58,11 @@ export interface CurrentDelivery {
   readonly evaluation: Evaluation;
   readonly token: string;
   generation: number;
-  /** Heartbeats seen when the nack deadline was last extended. */
-  heartbeatsSeen: number;
   /** Its caller gave up on it (`abortCurrent`): when the thread lets go it is removed, not redelivered. */
   aborted?: boolean;
   abortCause?: unknown;
+  /** Heartbeats seen when the nack deadline was last extended. */
+  heartbeatsSeen: number;
 }
 
 /**
@@ -170,13 +170,6 @@ export class SchedulingWorker {
     return this.#done;
   }
 
-  /** Cancels the evaluation in hand (the thread sees it in shared memory). */
-  cancelCurrent(): boolean {
-    const current = this.#current;
-    if (current === undefined) return false;
-    return this.#deps.pool.cancel(this.#slot, current.generation);
-  }
-
   /**
    * Gives up the evaluation in hand for good: the thread sees a cancel in shared memory, and once it lets go the
    * evaluation is removed from the broker (its outcome rejects with `AbortedError`) instead of nacked. A plan already
@@ -190,6 +183,13 @@ export class SchedulingWorker {
     current.abortCause = cause;
     if (current.generation >= 0) this.#deps.pool.cancel(this.#slot, current.generation);
     return true;
+  }
+
+  /** Cancels the evaluation in hand (the thread sees it in shared memory). */
+  cancelCurrent(): boolean {
+    const current = this.#current;
+    if (current === undefined) return false;
+    return this.#deps.pool.cancel(this.#slot, current.generation);
   }
 
   /** Heartbeats the thread wrote since the deadline was last extended: true means "extend". */
