@@ -52,20 +52,23 @@ const ignore = (): void => undefined;
 const HandleState = { PENDING: 0, ACKED: 1, REJECTED: 2 } as const;
 type HandleStateValue = (typeof HandleState)[keyof typeof HandleState];
 
-/** The broker's handle. Not exported from the package: callers see `EvaluationHandle`. */
+interface Deferred {
+  readonly resolve: (outcome: EvaluationOutcome) => void;
+  readonly reject: (error: Error) => void;
+}
+
+/**
+ * The broker's handle. Not exported from the package: callers see `EvaluationHandle`. Few fields on purpose: one
+ * lives per evaluation the broker holds.
+ */
 export class OutcomeHandle implements EvaluationHandle {
   readonly id: string;
   #state: HandleStateValue = HandleState.PENDING;
-  #value: unknown = undefined;
-  #index = 0;
-  #attempts = 0;
-  #deliveries = 0;
-  /** The rejection, or how to make it once someone looks. */
-  #error: Error | undefined = undefined;
-  #makeError: (() => Error) | undefined = undefined;
+  /** ACKED: the outcome. REJECTED: the error, or the function that makes it once someone looks. */
+  #data: EvaluationOutcome | Error | (() => Error) | undefined = undefined;
   #done: Promise<EvaluationOutcome> | undefined = undefined;
-  #resolve: ((outcome: EvaluationOutcome) => void) | undefined = undefined;
-  #reject: ((error: Error) => void) | undefined = undefined;
+  /** Settles `#done` while PENDING, once someone read it. */
+  #deferred: Deferred | undefined = undefined;
 
   constructor(id: string) {
     this.id = id;
@@ -77,14 +80,9 @@ export class OutcomeHandle implements EvaluationHandle {
 
   get done(): Promise<EvaluationOutcome> {
     if (this.#done === undefined) {
-      if (this.#state === HandleState.ACKED) this.#done = Promise.resolve(this.#outcome());
+      if (this.#state === HandleState.ACKED) this.#done = Promise.resolve(this.#data as EvaluationOutcome);
       else if (this.#state === HandleState.REJECTED) this.#done = Promise.reject(this.#rejection());
-      else {
-        this.#done = new Promise<EvaluationOutcome>((resolve, reject) => {
-          this.#resolve = resolve;
-          this.#reject = reject;
-        });
-      }
+      else this.#done = new Promise<EvaluationOutcome>((resolve, reject) => (this.#deferred = { resolve, reject }));
       // Reading `done` (destructuring the handle, say) is not a promise to await it.
       this.#done.catch(ignore);
     }
@@ -99,49 +97,40 @@ export class OutcomeHandle implements EvaluationHandle {
   acked(value: unknown, index: number, attempts: number, deliveries: number): void {
     if (this.#state !== HandleState.PENDING) return;
     this.#state = HandleState.ACKED;
-    this.#value = value;
-    this.#index = index;
-    this.#attempts = attempts;
-    this.#deliveries = deliveries;
-    const resolve = this.#resolve;
-    if (resolve !== undefined) {
-      this.#resolve = this.#reject = undefined;
-      resolve(this.#outcome());
+    const outcome: EvaluationOutcome = { id: this.id, status: 'acked', value, index, attempts, deliveries };
+    this.#data = outcome;
+    const deferred = this.#deferred;
+    if (deferred !== undefined) {
+      this.#deferred = undefined;
+      deferred.resolve(outcome);
     }
   }
 
   rejected(error: Error): void {
-    if (this.#state !== HandleState.PENDING) return;
-    this.#state = HandleState.REJECTED;
-    this.#error = error;
-    this.#settleRejected();
+    this.#reject(error);
   }
 
   /** Rejects with the error `make` returns, made only if someone reads `done` (now or later). */
   rejectedWith(make: () => Error): void {
-    if (this.#state !== HandleState.PENDING) return;
-    this.#state = HandleState.REJECTED;
-    this.#makeError = make;
-    this.#settleRejected();
+    this.#reject(make);
   }
 
-  #settleRejected(): void {
-    const reject = this.#reject;
-    if (reject !== undefined) {
-      this.#resolve = this.#reject = undefined;
-      reject(this.#rejection());
+  #reject(reason: Error | (() => Error)): void {
+    if (this.#state !== HandleState.PENDING) return;
+    this.#state = HandleState.REJECTED;
+    this.#data = reason;
+    const deferred = this.#deferred;
+    if (deferred !== undefined) {
+      this.#deferred = undefined;
+      deferred.reject(this.#rejection());
     }
   }
 
   #rejection(): Error {
-    if (this.#error === undefined) {
-      this.#error = this.#makeError!();
-      this.#makeError = undefined;
-    }
-    return this.#error;
-  }
-
-  #outcome(): EvaluationOutcome {
-    return { id: this.id, status: 'acked', value: this.#value, index: this.#index, attempts: this.#attempts, deliveries: this.#deliveries };
+    const data = this.#data as Error | (() => Error);
+    if (typeof data !== 'function') return data;
+    const error = data();
+    this.#data = error;
+    return error;
   }
 }
