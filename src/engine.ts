@@ -98,8 +98,9 @@ export class Engine {
       clock: o.clock,
       logger,
       registry: o.registry,
-      // A heartbeat written into the slot since the last look keeps a long scheduler from being redelivered.
-      extendNackDeadline: (id, token) => this.#holderOf(id, token)?.consumeHeartbeat(token) ?? false,
+      // A deadline counts from the start of the work, and a heartbeat written into the slot since the last look
+      // keeps a long scheduler from being redelivered.
+      extendNackDeadline: (id, token) => this.#holderOf(id, token)?.deadlineProgress(token) ?? false,
       validatePayload: (payload) => {
         const fits = payloadFits(payload, o.maxPayloadBytes);
         if (fits === undefined) throw new InvalidEvaluationError('evaluation.payload', 'a structured-cloneable value', payload);

@@ -72,12 +72,18 @@ export interface ThreadInit {
 
 export type MainToThread = WorkMessage | { readonly type: 'reset'; readonly full: ChangeSet } | { readonly type: 'stop' };
 
+/** `ms`: how long the item held the thread (its own run, waitForIndex included), for the pool's cost model. */
 export type ItemOutcome =
   /** `waitedMs`: time spent in waitForIndex before the scheduler ran. */
-  | { readonly seq: number; readonly status: 'ok'; readonly value: unknown; readonly waitedMs: number }
-  | { readonly seq: number; readonly status: 'error'; readonly error: WireError; readonly retryable: boolean }
-  /** The slot was canceled (or had moved on) before or while the item ran. */
-  | { readonly seq: number; readonly status: 'canceled' };
+  | { readonly seq: number; readonly status: 'ok'; readonly value: unknown; readonly waitedMs: number; readonly ms: number }
+  | { readonly seq: number; readonly status: 'error'; readonly error: WireError; readonly retryable: boolean; readonly ms: number }
+  /** The slot was canceled while the item ran (or the item moved on past its generation). */
+  | { readonly seq: number; readonly status: 'canceled'; readonly ms: number }
+  /**
+   * The thread did not start the item: its start CAS failed, because the item was canceled before it started or
+   * because another thread it was also sent to started it first.
+   */
+  | { readonly seq: number; readonly status: 'not-started' };
 
 export type ThreadToMain =
   | ResultMessage

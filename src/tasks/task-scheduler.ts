@@ -483,9 +483,8 @@ export class TaskScheduler {
     const now = this.#latestNow();
     let delayMs = 0;
     if (run.attempt === 1) {
-      run.startedAt = now;
+      run.handedAt = now;
       delayMs = now - queued.runAt;
-      this.#metrics.scheduleDelay.observe(Math.max(0, delayMs) / 1000);
     }
     this.#write(run, RunStatus.STARTED, now, undefined, undefined);
     if (this.events.hasListeners('task:run:start')) {
@@ -510,6 +509,7 @@ export class TaskScheduler {
         task: run.task,
         slot: { table: this.#slots, slot: run.slot, generation: run.generation },
         attempt: run.attempt,
+        ...(run.attempt === 1 ? { started: (at: number) => this.#runStarted(run, at) } : {}),
       });
       if (promise === null || typeof promise !== 'object' || typeof promise.wait !== 'function') {
         throw new InvalidStateError(`Expected execute() to return a RunPromise, got ${describeValue(promise)}`);
@@ -535,6 +535,13 @@ export class TaskScheduler {
       (error) => this.#attemptEnded(run, isRunCanceled(error) ? CANCELED : { error: toError(error), retryable: true }, promise),
       this.#internalHandler,
     );
+  }
+
+  /** The first attempt's code began: the schedule delay is how late that was. */
+  #runStarted(run: ActiveRun, at: number): void {
+    if (run.startedAt !== undefined || run.run === undefined) return;
+    run.startedAt = at;
+    this.#metrics.scheduleDelay.observe(Math.max(0, at - run.run.runAt) / 1000);
   }
 
   /** An attempt's `wait()` settled: end the run, or retry it. */
@@ -638,6 +645,8 @@ export class TaskScheduler {
       }
       const now = this.#latestNow();
       this.#write(run, final, now, cause, value);
+      // An executor that never said when the run began: it began when it was handed over.
+      if (run.startedAt === undefined && run.handedAt !== undefined) this.#runStarted(run, run.handedAt);
       this.#metrics.runEnded(final, run.startedAt === undefined ? undefined : now - run.startedAt);
       this.#afterStop(stopped, () => this.#runStopped(run, final, cause, value));
     };

@@ -193,7 +193,9 @@ export class ThreadLoop {
 
   async #runItem(item: WorkItem): Promise<ItemOutcome> {
     const { slot, generation, seq } = item;
-    if (!this.#slots.start(slot, generation, this.#init.threadIndex + 1)) return { seq, status: 'canceled' };
+    // The start CAS is the arbiter when main sent the item to a second thread (it takes unstarted work back from a
+    // busy thread for an idle one): exactly one thread starts it, every other one reports it not started.
+    if (!this.#slots.start(slot, generation, this.#init.threadIndex + 1)) return { seq, status: 'not-started' };
     // Commits made while this batch ran (plans of the items before this one) are waiting on the port: apply them,
     // so this item plans against them instead of conflicting with them.
     if (item.kind === 'eval' && this.#board.committedIndex() > this.#replica.appliedIndex) this.#pullPending();
@@ -220,9 +222,9 @@ export class ThreadLoop {
         input = { ...item.run, payload: item.payload };
       }
       const value = await fn(input, ctx);
-      return { seq, status: 'ok', value, waitedMs };
+      return { seq, status: 'ok', value, waitedMs, ms: performance.now() - started };
     } catch (error) {
-      return failureOutcome(seq, error, this.#slots.isCanceled(slot, generation));
+      return failureOutcome(seq, error, this.#slots.isCanceled(slot, generation), performance.now() - started);
     } finally {
       ctx.close();
       const end = performance.now();
@@ -252,7 +254,8 @@ export class ThreadLoop {
         try {
           this.#port.postMessage(encodeResults([result]) satisfies ThreadToMain);
         } catch (error) {
-          const failure: ItemOutcome = { seq: result.seq, status: 'error', error: toWire(error), retryable: false };
+          const ms = result.status === 'not-started' ? 0 : result.ms;
+          const failure: ItemOutcome = { seq: result.seq, status: 'error', error: toWire(error), retryable: false, ms };
           this.#port.postMessage(encodeResults([failure]) satisfies ThreadToMain);
         }
       }
@@ -270,13 +273,13 @@ export class ThreadLoop {
  * there must not escape: it would end the thread's loop and cost the thread with every item it holds. Such a value
  * is reported as a `UserCodeError` saying so, not retryable.
  */
-function failureOutcome(seq: number, error: unknown, canceled: boolean): ItemOutcome {
+function failureOutcome(seq: number, error: unknown, canceled: boolean, ms: number): ItemOutcome {
   try {
-    if (canceled && error instanceof CanceledError) return { seq, status: 'canceled' };
-    return { seq, status: 'error', error: toWire(error), retryable: isRetryable(error) };
+    if (canceled && error instanceof CanceledError) return { seq, status: 'canceled', ms };
+    return { seq, status: 'error', error: toWire(error), retryable: isRetryable(error), ms };
   } catch (inspectError) {
     const message = `Expected user code to throw a readable value, but reading what it threw threw: ${safeText(inspectError)}`;
-    return { seq, status: 'error', error: toWire(new UserCodeError(message)), retryable: false };
+    return { seq, status: 'error', error: toWire(new UserCodeError(message)), retryable: false, ms };
   }
 }
 
