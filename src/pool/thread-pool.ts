@@ -505,7 +505,10 @@ export class ThreadPool {
     const next = this.#firstAssigned(channel);
     if (next !== undefined) this.#markStarted(next);
     if (channel.held.size === 0) this.#armIdle(channel);
-    if (this.#queueHead < this.#queue.length || channel.assigned === 0) this.#flush();
+    if (this.#queueHead < this.#queue.length) this.#flush();
+    // Idle with nothing queued: the work these results release (the workers' next dispatches) arrives after this
+    // turn, so taking items from a busy thread waits for the next flush, where that new work goes first.
+    else if (channel.assigned === 0) this.#scheduleFlush();
     if (count > 1) {
       this.#coalescing = true;
       this.#scheduleFlush();
