@@ -281,13 +281,6 @@ export async function compareFairness(threads: number, load: number, count: numb
   };
 }
 
-export async function runCpuLoadBench({ threads = 2, quick = false } = {}): Promise<BenchResult[]> {
-  const results: BenchResult[] = [];
-  for (const cost of SWEEP_COSTS_MS) results.push(await compareCost(threads, cost, { quick }));
-  for (const load of [0.6, 0.9]) results.push((await compareFairness(threads, load, quick ? 1500 : 4000)).result);
-  return results;
-}
-
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const quick = process.argv.includes('--quick');
   const threadsArg = process.argv.indexOf('--threads');

@@ -23,7 +23,10 @@ export type ModuleSpec = string | URL | { readonly module: string | URL; readonl
 export interface EngineOptions {
   /** Pool threads: a count, or `{ min, max }` to grow under load and shrink when idle. */
   readonly threads?: number | { readonly min: number; readonly max: number };
-  /** Scheduling workers (Nomad's `num_schedulers`): how many evaluations may be in flight at once. */
+  /**
+   * Scheduling workers (Nomad's `num_schedulers`): how many evaluations may be dequeued at once, each on a thread or
+   * waiting in the pool's queue for one (waiting never counts against its nack deadline).
+   */
   readonly workers?: number;
   /** Evaluation type → scheduler module (default export unless named). Only these ever run. */
   readonly schedulers?: Readonly<Record<string, ModuleSpec>>;
@@ -41,7 +44,10 @@ export interface EngineOptions {
   readonly maxPlanAttempts?: number;
   /** How long canceled work may keep running before its thread is terminated, ms. */
   readonly cancelGraceMs?: number;
-  /** Most items in flight on one thread (what one batch, and one crash, can hold). */
+  /**
+   * Most items one thread may hold at once (what one batch, and one crash, can hold). Within it, a thread holds about
+   * a millisecond of predicted work: long items go one at a time to whichever thread is free.
+   */
   readonly batchSize?: number;
   /** A thread above `threads.min` idle this long is stopped, ms. */
   readonly idleTimeoutMs?: number;

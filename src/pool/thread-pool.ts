@@ -44,7 +44,7 @@ import {
   type WireError,
 } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
-import { SlotState } from '../slots/slot-layout.js';
+import { SlotState, ThreadPhase } from '../slots/slot-layout.js';
 import type { SlotTable } from '../slots/slot-table.js';
 import type { StateStore } from '../state/state-store.js';
 import type { ChangeSet } from '../state/types.js';
@@ -66,7 +66,10 @@ export type ItemRequest = EvalItem | RunItem;
 
 /** Told when the dispatched item was seen to start on a thread. */
 export interface StartObserver {
-  /** `at` is the pool's clock. Called at most once per dispatch, and never for an item no thread started. */
+  /**
+   * `at` is the pool's clock. Called once per start of the item: again only when it runs again (its thread died
+   * before the item's result could be sent).
+   */
   itemStarted(at: number): void;
 }
 
@@ -536,6 +539,7 @@ export class ThreadPool {
         heldItems++;
         if (fate === 'unstarted' && !this.#stopping) {
           requeued++;
+          pending.startedPerf = Number.NaN;
           if (!pending.queued) requeue.push(pending);
         } else if (fate === 'canceled') this.#settle(pending, { status: 'canceled' });
         else this.#settle(pending, { status: 'lost', error: reason });
@@ -574,7 +578,14 @@ export class ThreadPool {
     const current = slots.generation(slot) === generation;
     const state = slots.state(slot);
     const owner = slots.owner(slot);
-    if (current && (state === SlotState.RUNNING || state === SlotState.CANCEL) && owner === dead.index + 1) return 'lost';
+    if (current && (state === SlotState.RUNNING || state === SlotState.CANCEL) && owner === dead.index + 1) {
+      // It finished there and only its result died with the thread (it waited in the outbox behind the item that
+      // ended the thread): it did nothing wrong, so it runs again as if it had never started.
+      if (state === SlotState.RUNNING && slots.phase(slot) === ThreadPhase.FINISHED && slots.unstart(slot, generation)) {
+        return pending.holder !== undefined || pending.queued ? 'elsewhere' : 'unstarted';
+      }
+      return 'lost';
+    }
     if (pending.holder !== undefined || pending.queued) return 'elsewhere';
     if (current && state === SlotState.CLAIMED) return 'unstarted';
     if (current && state === SlotState.CANCEL && owner === 0) return 'canceled';
@@ -684,6 +695,7 @@ export class ThreadPool {
       if (taken.length >= limit) break;
       if (pending === running || pending.assigned !== from || !pending.unstarted(this.#options.slots)) continue;
       this.#unassign(pending);
+      pending.startedPerf = Number.NaN;
       taken.push(pending);
     }
     this.#takenBack += taken.length;

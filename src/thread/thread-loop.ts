@@ -226,6 +226,8 @@ export class ThreadLoop {
     } catch (error) {
       return failureOutcome(seq, error, this.#slots.isCanceled(slot, generation), performance.now() - started);
     } finally {
+      // Before the result can wait in the outbox: should this thread die first, main runs the item again.
+      this.#slots.setPhase(slot, generation, ThreadPhase.FINISHED);
       ctx.close();
       const end = performance.now();
       const ms = end - started;
