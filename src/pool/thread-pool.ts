@@ -195,11 +195,6 @@ export class ThreadPool {
     return this.#channels.filter((c) => c !== undefined && !c.dead).length;
   }
 
-  /** Piscina's own view, for utilization reporting. */
-  get piscina(): Piscina {
-    return this.#piscina;
-  }
-
   /** Sends an item to a thread; the promise settles exactly once, never rejects. */
   dispatch(request: ItemRequest): Promise<Outcome> {
     return new Promise<Outcome>((resolve) => {
