@@ -68,6 +68,8 @@ export interface ThreadInit {
   readonly handlers: Readonly<Record<string, ModuleRef>>;
   readonly full: ChangeSet;
   readonly logLevel: string;
+  /** Modules whose `exportName` registers module hooks (a TypeScript loader) main runs under; see module-hooks.ts. */
+  readonly moduleHooks: readonly ModuleRef[];
 }
 
 export type MainToThread = WorkMessage | { readonly type: 'reset'; readonly full: ChangeSet } | { readonly type: 'stop' };
@@ -79,9 +81,19 @@ export type ItemOutcome =
   /** The slot was canceled (or had moved on) before or while the item ran. */
   | { readonly seq: number; readonly status: 'canceled' };
 
+/** A registered module that a thread could not load (`error`: the import's own error). */
+export interface ModuleLoadFailure {
+  readonly kind: 'scheduler' | 'handler';
+  readonly name: string;
+  readonly url: string;
+  readonly exportName: string;
+  readonly error: WireError;
+}
+
 export type ThreadToMain =
   | ResultMessage
-  | { readonly type: 'ready'; readonly threadIndex: number }
+  /** `loadErrors`: the registered modules this thread could not load (absent when it loaded them all). */
+  | { readonly type: 'ready'; readonly threadIndex: number; readonly loadErrors?: readonly ModuleLoadFailure[] }
   /** The replica saw a gap in the change stream and needs a full state. */
   | { readonly type: 'resync'; readonly appliedIndex: number };
 

@@ -23,6 +23,7 @@ import type { Clock, TimerHandle } from '../clock.js';
 import {
   InvalidEvaluationError,
   InvalidTaskError,
+  ModuleLoadError,
   ResourceLimitError,
   ThreadExitedError,
   TickpoolError,
@@ -35,8 +36,9 @@ import { SlotState } from '../slots/slot-layout.js';
 import type { SlotTable } from '../slots/slot-table.js';
 import type { StateStore } from '../state/state-store.js';
 import type { ChangeSet } from '../state/types.js';
-import type { EvalItem, ItemOutcome, MainToThread, ModuleRef, RunItem, ThreadInit, ThreadToMain, WorkItem } from './messages.js';
+import type { EvalItem, ItemOutcome, MainToThread, ModuleLoadFailure, ModuleRef, RunItem, ThreadInit, ThreadToMain, WorkItem } from './messages.js';
 import { assertNever, isResultMessage } from './messages.js';
+import { threadModuleHooks } from './module-hooks.js';
 import { ThreadBoard } from './thread-board.js';
 import { encodeWork, forEachResult, type ResultMessage } from './wire.js';
 
@@ -80,6 +82,11 @@ export interface ThreadPoolOptions {
   readonly respawnBackoff: Backoff;
   /** Told when a thread ended unexpectedly (crash, resource limit, termination) and how many items it held. */
   readonly onThreadExit?: (exit: ThreadExit) => void;
+  /**
+   * Told when a thread started after `start()` could not load a registered module (during `start()`, the first
+   * such failure rejects it instead).
+   */
+  readonly onModuleError?: (threadIndex: number, error: ModuleLoadError) => void;
 }
 
 export interface ThreadExit {
@@ -154,6 +161,8 @@ export class ThreadPool {
   readonly #respawning = new Set<number>();
   /** Slot → generation whose cancel grace timer is armed (one timer per canceled item). */
   readonly #graceArmed = new Map<number, number>();
+  /** Module hooks each thread registers before importing user modules (main's TypeScript loader). */
+  readonly #moduleHooks: readonly ModuleRef[] = threadModuleHooks();
 
   constructor(options: ThreadPoolOptions) {
     this.#options = options;
@@ -333,6 +342,7 @@ export class ThreadPool {
       handlers: this.#options.handlers,
       full: this.#options.state.full(),
       logLevel: this.#options.logger.level,
+      moduleHooks: this.#moduleHooks,
     };
     port1.on('message', (message: ThreadToMain) => this.#onMessage(channel, message));
     const loop = this.#piscina
@@ -352,6 +362,7 @@ export class ThreadPool {
     }
     switch (message.type) {
       case 'ready':
+        if (message.loadErrors !== undefined) this.#onLoadErrors(channel, message.loadErrors);
         channel.ready = true;
         channel.booted = true;
         this.#options.respawnBackoff.reset();
@@ -369,6 +380,25 @@ export class ThreadPool {
       }
       default:
         assertNever(message);
+    }
+  }
+
+  /**
+   * A thread could not load some registered module: during `start()` that fails the start (the deployment is broken:
+   * every evaluation of that type would be nacked until it lands in `_failed`); later (a replaced or added thread) it
+   * is reported. The thread serves all the same: its other modules work, and the broken one fails each item with
+   * the same error.
+   */
+  #onLoadErrors(channel: Channel, failures: readonly ModuleLoadFailure[]): void {
+    for (const f of failures) {
+      const module = { kind: f.kind, name: f.name, url: f.url, exportName: f.exportName, threadIndex: channel.index };
+      const error = new ModuleLoadError(module, fromWire(f.error));
+      if (this.#starting) {
+        this.#bootFailure ??= error;
+        continue;
+      }
+      this.#options.logger.error({ thread: channel.index, err: error }, 'a pool thread could not load a registered module');
+      this.#options.onModuleError?.(channel.index, error);
     }
   }
 
