@@ -8,6 +8,7 @@
  * by being arrays); `WorkItem` and `ItemOutcome` are their decoded shape.
  */
 import type { WireError } from '../errors.js';
+import type { ThreadLogInit } from '../observability/thread-log-protocol.js';
 import type { ChangeSet } from '../state/types.js';
 import type { ResultMessage, WorkMessage } from './wire.js';
 
@@ -67,7 +68,8 @@ export interface ThreadInit {
   readonly schedulers: Readonly<Record<string, ModuleRef>>;
   readonly handlers: Readonly<Record<string, ModuleRef>>;
   readonly full: ChangeSet;
-  readonly logLevel: string;
+  /** The thread's log channel: `ctx.logger` writes through the user's logger on main. */
+  readonly log: ThreadLogInit;
   /** Modules whose `exportName` registers module hooks (a TypeScript loader) main runs under; see module-hooks.ts. */
   readonly moduleHooks: readonly ModuleRef[];
 }

@@ -32,6 +32,7 @@ import {
   type WireError,
 } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
+import { ThreadLogSink, type ThreadLog } from '../observability/thread-log-sink.js';
 import { SlotState } from '../slots/slot-layout.js';
 import type { SlotTable } from '../slots/slot-table.js';
 import type { StateStore } from '../state/state-store.js';
@@ -117,6 +118,8 @@ interface Channel {
   idleTimer: TimerHandle | undefined;
   /** Why main terminated it, when it did. */
   terminatedFor: TickpoolError | undefined;
+  /** Its log channel: records written on the thread go out through the user's logger. */
+  readonly log: ThreadLog;
 }
 
 export interface ThreadPoolStats {
@@ -163,11 +166,13 @@ export class ThreadPool {
   readonly #graceArmed = new Map<number, number>();
   /** Module hooks each thread registers before importing user modules (main's TypeScript loader). */
   readonly #moduleHooks: readonly ModuleRef[] = threadModuleHooks();
+  readonly #logs: ThreadLogSink;
 
   constructor(options: ThreadPoolOptions) {
     this.#options = options;
     this.#board = ThreadBoard.create(options.maxThreads);
     this.#board.publishCommittedIndex(options.state.index);
+    this.#logs = new ThreadLogSink(options.logger);
     this.#piscina = new Piscina({
       filename: new URL('../thread/entry.js', import.meta.url).href,
       minThreads: options.minThreads,
@@ -316,6 +321,7 @@ export class ThreadPool {
     await Promise.allSettled([...this.#loops]);
     this.#destroyed = true;
     await this.#piscina.destroy();
+    this.#logs.close();
   }
 
   #spawn(index: number): void {
@@ -332,6 +338,7 @@ export class ThreadPool {
       stopping: false,
       idleTimer: undefined,
       terminatedFor: undefined,
+      log: this.#logs.open(index),
     };
     this.#channels[index] = channel;
     const init: ThreadInit = {
@@ -341,12 +348,12 @@ export class ThreadPool {
       schedulers: this.#options.schedulers,
       handlers: this.#options.handlers,
       full: this.#options.state.full(),
-      logLevel: this.#options.logger.level,
+      log: channel.log.init,
       moduleHooks: this.#moduleHooks,
     };
     port1.on('message', (message: ThreadToMain) => this.#onMessage(channel, message));
     const loop = this.#piscina
-      .run({ port: port2, init }, { transferList: [port2], signal: channel.abort.signal })
+      .run({ port: port2, init }, { transferList: [port2, init.log.port], signal: channel.abort.signal })
       .then(
         () => this.#onLoopEnd(channel, undefined),
         (error: unknown) => this.#onLoopEnd(channel, error),
@@ -424,6 +431,7 @@ export class ThreadPool {
     channel.ready = false;
     if (channel.idleTimer !== undefined) this.#options.clock.clearTimer(channel.idleTimer);
     channel.port.close();
+    channel.log.close();
     if (this.#channels[channel.index] === channel) this.#channels[channel.index] = undefined;
     const held = [...channel.inflight.values()];
     channel.inflight.clear();

@@ -22,7 +22,6 @@
  */
 import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import { performance } from 'node:perf_hooks';
-import { pino } from 'pino';
 import { CanceledError, UserCodeError, toWire } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { ItemOutcome, MainToThread, ThreadInit, ThreadToMain, WorkItem } from '../pool/messages.js';
@@ -35,6 +34,7 @@ import { ThreadBoard } from '../pool/thread-board.js';
 import { decodeWork, encodeResults } from '../pool/wire.js';
 import { ThreadWorkContext, type ThreadServices } from './context.js';
 import { IndexWaiter } from './index-waiter.js';
+import { createThreadLogger } from './log-forwarder.js';
 import { ModuleTable, registerModuleHooks, type UserFunction } from './modules.js';
 
 /** Longest a finished result waits in the outbox while tiny items run after it. */
@@ -90,7 +90,7 @@ export class ThreadLoop {
     this.#waiter = new IndexWaiter(() => this.#replica.appliedIndex);
     this.#schedulers = new ModuleTable(init.schedulers, 'scheduler', init.threadIndex);
     this.#handlers = new ModuleTable(init.handlers, 'handler', init.threadIndex);
-    this.#logger = pino({ name: 'tickpool-thread', level: init.logLevel }).child({ thread: init.threadIndex });
+    this.#logger = createThreadLogger(init.log);
     this.#replica.reset(init.full);
     this.#publishIndex();
     this.#services = {
