@@ -5,7 +5,7 @@
  */
 import { MessageChannel, receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import { boundKeys, childLogger, type Logger } from './logger.js';
-import { threadLevelFor, type ThreadLogInit, type ThreadLogLevel, type ThreadLogRecord } from './thread-log-protocol.js';
+import { LEVEL_WORD, threadLevelFor, type ThreadLogInit, type ThreadLogRecord } from './thread-log-protocol.js';
 
 export interface ThreadLog {
   /** What the thread gets in its `ThreadInit` (its port must be in the transfer list). */
@@ -14,42 +14,38 @@ export interface ThreadLog {
   close(): void;
 }
 
-interface Open {
-  readonly port: MessagePort;
-  readonly target: Logger;
-}
-
 export class ThreadLogSink {
   readonly #logger: Logger;
-  readonly #open = new Set<Open>();
-  readonly #onLevelChange = (_label: string, _value: number, _prevLabel: string, _prevValue: number, origin?: unknown): void => {
-    // pino also emits on a parent for its children's changes (the origin tells): only this logger's level counts.
-    if (origin !== undefined && origin !== this.#logger) return;
-    const message: ThreadLogLevel = { level: threadLevelFor(this.#logger.levelVal) };
-    for (const open of this.#open) {
-      open.target.level = this.#logger.level;
-      open.port.postMessage(message);
-    }
+  readonly #open = new Set<MessagePort>();
+  /** The threads' threshold (see thread-log-protocol.ts), shared by every thread of the pool. */
+  readonly #level = new Int32Array(new SharedArrayBuffer(4));
+  /**
+   * pino emits `level-change` to every logger of a family (children share their root's listeners), so any change
+   * is a reason to look: the threshold follows the user's logger's own effective level. (The `thread` children
+   * below own no level and follow it by themselves.)
+   */
+  readonly #onLevelChange = (): void => {
+    Atomics.store(this.#level, LEVEL_WORD, threadLevelFor(this.#logger.levelVal));
   };
 
   constructor(logger: Logger) {
     this.#logger = logger;
-    if (typeof logger.on === 'function') logger.on('level-change', this.#onLevelChange);
+    this.#onLevelChange();
+    watchLevel(logger, this.#onLevelChange);
   }
 
   open(threadIndex: number): ThreadLog {
     const { port1, port2 } = new MessageChannel();
     const target = childLogger(this.#logger, { thread: threadIndex });
     const taken = boundKeys(target);
-    const open: Open = { port: port1, target };
-    this.#open.add(open);
+    this.#open.add(port1);
     port1.on('message', (record: ThreadLogRecord) => write(target, taken, record));
     // Log records never keep the process alive; the pool's work ports decide that.
     port1.unref();
     return {
-      init: { port: port2, level: threadLevelFor(this.#logger.levelVal) },
+      init: { port: port2, level: this.#level },
       close: () => {
-        if (!this.#open.delete(open)) return;
+        if (!this.#open.delete(port1)) return;
         for (let m = receiveMessageOnPort(port1); m !== undefined; m = receiveMessageOnPort(port1)) write(target, taken, m.message as ThreadLogRecord);
         port1.close();
       },
@@ -58,8 +54,33 @@ export class ThreadLogSink {
 
   /** The pool stopped: stop following the logger's level. */
   close(): void {
-    if (typeof this.#logger.off === 'function') this.#logger.off('level-change', this.#onLevelChange);
+    unwatchLevel(this.#logger, this.#onLevelChange);
   }
+}
+
+/**
+ * One `level-change` listener per logger however many pools share it (tests and services make many engines on one
+ * logger; a listener each would trip Node's leak warning at eleven).
+ */
+const watchers = new WeakMap<Logger, { readonly calls: Set<() => void>; readonly listener: () => void }>();
+
+function watchLevel(logger: Logger, call: () => void): void {
+  if (typeof logger.on !== 'function') return;
+  let watcher = watchers.get(logger);
+  if (watcher === undefined) {
+    const calls = new Set<() => void>();
+    watcher = { calls, listener: () => calls.forEach((c) => c()) };
+    watchers.set(logger, watcher);
+    logger.on('level-change', watcher.listener);
+  }
+  watcher.calls.add(call);
+}
+
+function unwatchLevel(logger: Logger, call: () => void): void {
+  const watcher = watchers.get(logger);
+  if (watcher === undefined || !watcher.calls.delete(call) || watcher.calls.size > 0) return;
+  watchers.delete(logger);
+  if (typeof logger.off === 'function') logger.off('level-change', watcher.listener);
 }
 
 type LogCall = (...args: unknown[]) => void;

@@ -5,18 +5,19 @@
  */
 import { pino } from 'pino';
 import type { Logger } from '../observability/logger.js';
-import type { ThreadLogInit, ThreadLogLevel, ThreadLogRecord } from '../observability/thread-log-protocol.js';
+import { LEVEL_WORD, THREAD_LEVELS, type ThreadLogInit, type ThreadLogRecord } from '../observability/thread-log-protocol.js';
 
 /** Nothing is ever written here: the hook below does not call pino's own method. */
 const nowhere = { write(): void {} };
 
 export function createThreadLogger(init: ThreadLogInit): Logger {
   const { port } = init;
+  const wanted = (): string => THREAD_LEVELS[Atomics.load(init.level, LEVEL_WORD)] ?? 'silent';
   // Per child logger, its bindings (pino keeps them as a JSON fragment; parsing it once per child is enough).
   const bindingsOf = new WeakMap<object, Readonly<Record<string, unknown>>>();
   const logger = pino(
     {
-      level: init.level,
+      level: wanted(),
       base: null,
       timestamp: false,
       hooks: {
@@ -29,10 +30,12 @@ export function createThreadLogger(init: ThreadLogInit): Logger {
     },
     nowhere,
   );
-  // The user's logger changed level on main.
-  port.on('message', (message: ThreadLogLevel) => {
-    logger.level = message.level;
-  });
+  // Children own no level of their own (pino's level methods live on the root and are inherited), so setting the
+  // root's level when a child is made applies to that child and every other.
+  logger.onChild = () => {
+    const level = wanted();
+    if (logger.level !== level) logger.level = level;
+  };
   // The thread's work port decides when the thread may end, not this one.
   port.unref();
   return logger;

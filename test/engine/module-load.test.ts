@@ -35,7 +35,10 @@ async function startFailure(engine: Engine): Promise<ModuleLoadError> {
 }
 
 test('start() rejects naming a scheduler module whose import throws, with the import error as cause', async () => {
-  const url = fixture('throws-at-import');
+  // Written here rather than kept with the fixtures: the test runner imports every compiled file under test/.
+  const file = join(scratch, 'throws-at-import.mjs');
+  writeFileSync(file, "throw new Error('this module is broken at import');\n");
+  const url = pathToFileURL(file);
   const error = await startFailure(createEngine({ threads: 2, logger, schedulers: { noop: fixture('noop'), broken: url } }));
   assert.match(error.message, /scheduler module of "broken"/);
   assert.ok(error.message.includes(url.href), error.message);
