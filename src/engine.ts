@@ -7,7 +7,7 @@ import { EvalBroker } from './broker/eval-broker.js';
 import { FAILED_QUEUE, type Evaluation } from './broker/evaluation.js';
 import type { Clock } from './clock.js';
 import type { BrokerStats } from './broker/eval-broker.js';
-import { InvalidArgumentError, InvalidEvaluationError, InvalidStateError, PayloadTooLargeError, UnknownSchedulerError } from './errors.js';
+import { InvalidArgumentError, InvalidEvaluationError, InvalidStateError, PayloadTooLargeError, UnknownSchedulerError, type ModuleLoadError } from './errors.js';
 import { TypedEmitter } from './events.js';
 import { payloadFits } from './payload-size.js';
 import { resolveEngineOptions, type EngineOptions, type ResolvedEngineOptions } from './options.js';
@@ -35,6 +35,8 @@ export interface EngineEvents {
   'engine:stop': { readonly requeued: number; readonly forced: boolean };
   /** A pool thread ended unexpectedly; the items it held were accounted for (redelivered or failed). */
   'engine:thread-exit': ThreadExit;
+  /** A pool thread started after `start()` could not load a registered module (at `start()`, it rejects instead). */
+  'engine:module-error': { readonly threadIndex: number; readonly error: ModuleLoadError };
 }
 
 export interface WorkerInfo {
@@ -140,6 +142,7 @@ export class Engine {
       resourceLimits: o.resourceLimits,
       respawnBackoff: new Backoff(o.backoff, { clock: o.clock }),
       onThreadExit: (exit) => this.events.emit('engine:thread-exit', exit),
+      onModuleError: (threadIndex, error) => this.events.emit('engine:module-error', { threadIndex, error }),
     });
     this.tasks = new EngineTasks({
       pool: this.#pool,
@@ -183,7 +186,11 @@ export class Engine {
     return this.#state;
   }
 
-  /** Starts the pool threads, the workers and the task ticker; resolves once every thread is ready. */
+  /**
+   * Starts the pool threads, the workers and the task ticker; resolves once every thread is ready. Rejects with a
+   * `ModuleLoadError` naming the module when a registered scheduler or handler module cannot be loaded on a thread
+   * (the engine is then stopped).
+   */
   async start(): Promise<void> {
     if (this.#state !== EngineState.CREATED) {
       throw new InvalidStateError(`Expected a new engine to start, but it is ${this.#state}`);

@@ -37,3 +37,6 @@ export { parseSchedule, parseEvery, ScheduleCache, type Schedule, type ScheduleS
 export * from './tasks/index.js';
 export { PoolExecutor, type PoolExecutorOptions } from './tasks/pool-executor.js';
 export { EngineTasks, type EngineTasksOptions } from './tasks/engine-tasks.js';
+
+// Types of the user functions run on pool threads, and their inputs (issue 15).
+export type { Scheduler, SchedulerEvaluation, SchedulerResult, TaskHandler, TaskRunInput } from './user-functions.js';

@@ -10,7 +10,7 @@ import {
   TokenMismatchError,
 } from '../errors.js';
 import { TypedEmitter } from '../events.js';
-import type { Logger } from '../observability/logger.js';
+import { childLogger, type Logger } from '../observability/logger.js';
 import type { Registry } from '../observability/metrics.js';
 import { Entry, EntryState, JobSlot, pendingBefore, ReadyQueue } from './broker-entry.js';
 import type { BrokerEvents } from './broker-events.js';
@@ -163,7 +163,7 @@ export class EvalBroker {
   constructor(options?: EvalBrokerOptions) {
     this.#options = resolveEvalBrokerOptions(options);
     this.#clock = this.#options.clock;
-    this.#logger = this.#options.logger.child({ component: 'eval-broker' });
+    this.#logger = childLogger(this.#options.logger, { component: 'eval-broker' });
     this.#random = this.#options.random;
     this.#events = new TypedEmitter<BrokerEvents>(() => this.#logger);
     this.#metrics = brokerMetricsHub(this.#options.registry);

@@ -8,6 +8,7 @@
  * by being arrays); `WorkItem` and `ItemOutcome` are their decoded shape.
  */
 import type { WireError } from '../errors.js';
+import type { ThreadLogInit } from '../observability/thread-log-protocol.js';
 import type { ChangeSet } from '../state/types.js';
 import type { ResultMessage, WorkMessage } from './wire.js';
 
@@ -67,7 +68,10 @@ export interface ThreadInit {
   readonly schedulers: Readonly<Record<string, ModuleRef>>;
   readonly handlers: Readonly<Record<string, ModuleRef>>;
   readonly full: ChangeSet;
-  readonly logLevel: string;
+  /** The thread's log channel: `ctx.logger` writes through the user's logger on main. */
+  readonly log: ThreadLogInit;
+  /** Modules whose `exportName` registers module hooks (a TypeScript loader) main runs under; see module-hooks.ts. */
+  readonly moduleHooks: readonly ModuleRef[];
 }
 
 export type MainToThread = WorkMessage | { readonly type: 'reset'; readonly full: ChangeSet } | { readonly type: 'stop' };
@@ -85,9 +89,19 @@ export type ItemOutcome =
    */
   | { readonly seq: number; readonly status: 'not-started' };
 
+/** A registered module that a thread could not load (`error`: the import's own error). */
+export interface ModuleLoadFailure {
+  readonly kind: 'scheduler' | 'handler';
+  readonly name: string;
+  readonly url: string;
+  readonly exportName: string;
+  readonly error: WireError;
+}
+
 export type ThreadToMain =
   | ResultMessage
-  | { readonly type: 'ready'; readonly threadIndex: number }
+  /** `loadErrors`: the registered modules this thread could not load (absent when it loaded them all). */
+  | { readonly type: 'ready'; readonly threadIndex: number; readonly loadErrors?: readonly ModuleLoadFailure[] }
   /** The replica saw a gap in the change stream and needs a full state. */
   | { readonly type: 'resync'; readonly appliedIndex: number };
 

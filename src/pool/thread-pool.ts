@@ -36,6 +36,7 @@ import type { Clock, TimerHandle } from '../clock.js';
 import {
   InvalidEvaluationError,
   InvalidTaskError,
+  ModuleLoadError,
   ResourceLimitError,
   ThreadExitedError,
   TickpoolError,
@@ -44,13 +45,15 @@ import {
   type WireError,
 } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
+import { ThreadLogSink, type ThreadLog } from '../observability/thread-log-sink.js';
 import { SlotState, ThreadPhase } from '../slots/slot-layout.js';
 import type { SlotTable } from '../slots/slot-table.js';
 import type { StateStore } from '../state/state-store.js';
 import type { ChangeSet } from '../state/types.js';
 import { CostModel, type CostEstimate } from './cost-model.js';
-import type { EvalItem, ItemOutcome, MainToThread, ModuleRef, RunItem, ThreadInit, ThreadToMain, WorkItem } from './messages.js';
+import type { EvalItem, ItemOutcome, MainToThread, ModuleLoadFailure, ModuleRef, RunItem, ThreadInit, ThreadToMain, WorkItem } from './messages.js';
 import { assertNever, isResultMessage } from './messages.js';
+import { threadModuleHooks } from './module-hooks.js';
 import { ThreadBoard } from './thread-board.js';
 import { encodeWork, forEachResult, type ResultMessage } from './wire.js';
 
@@ -105,6 +108,11 @@ export interface ThreadPoolOptions {
   readonly respawnBackoff: Backoff;
   /** Told when a thread ended unexpectedly (crash, resource limit, termination) and how many items it held. */
   readonly onThreadExit?: (exit: ThreadExit) => void;
+  /**
+   * Told when a thread started after `start()` could not load a registered module (during `start()`, the first
+   * such failure rejects it instead).
+   */
+  readonly onModuleError?: (threadIndex: number, error: ModuleLoadError) => void;
 }
 
 export interface ThreadExit {
@@ -194,6 +202,8 @@ interface Channel {
   terminatedFor: TickpoolError | undefined;
   /** Main ended it on purpose (pool stop): its end is no thread exit to report. */
   endedByStop: boolean;
+  /** Its log channel: records written on the thread go out through the user's logger. */
+  readonly log: ThreadLog;
 }
 
 export interface ThreadPoolStats {
@@ -243,12 +253,16 @@ export class ThreadPool {
   readonly #respawning = new Set<number>();
   /** Slot → generation whose cancel grace timer is armed (one timer per canceled item). */
   readonly #graceArmed = new Map<number, number>();
+  /** Module hooks each thread registers before importing user modules (main's TypeScript loader). */
+  readonly #moduleHooks: readonly ModuleRef[] = threadModuleHooks();
+  readonly #logs: ThreadLogSink;
 
   constructor(options: ThreadPoolOptions) {
     this.#options = options;
     this.#budgetMs = options.holdBudgetMs ?? HOLD_BUDGET_MS;
     this.#board = ThreadBoard.create(options.maxThreads);
     this.#board.publishCommittedIndex(options.state.index);
+    this.#logs = new ThreadLogSink(options.logger);
     this.#piscina = new Piscina({
       filename: new URL('../thread/entry.js', import.meta.url).href,
       minThreads: options.minThreads,
@@ -283,11 +297,6 @@ export class ThreadPool {
 
   get threadCount(): number {
     return this.#channels.filter((c) => c !== undefined && !c.dead).length;
-  }
-
-  /** Piscina's own view, for utilization reporting. */
-  get piscina(): Piscina {
-    return this.#piscina;
   }
 
   /**
@@ -419,6 +428,7 @@ export class ThreadPool {
     await Promise.allSettled([...this.#loops]);
     this.#destroyed = true;
     await this.#piscina.destroy();
+    this.#logs.close();
   }
 
   #spawn(index: number): void {
@@ -438,6 +448,7 @@ export class ThreadPool {
       idleTimer: undefined,
       terminatedFor: undefined,
       endedByStop: false,
+      log: this.#logs.open(index),
     };
     this.#channels[index] = channel;
     const init: ThreadInit = {
@@ -447,11 +458,12 @@ export class ThreadPool {
       schedulers: this.#options.schedulers,
       handlers: this.#options.handlers,
       full: this.#options.state.full(),
-      logLevel: this.#options.logger.level,
+      log: channel.log.init,
+      moduleHooks: this.#moduleHooks,
     };
     port1.on('message', (message: ThreadToMain) => this.#onMessage(channel, message));
     const loop = this.#piscina
-      .run({ port: port2, init }, { transferList: [port2], signal: channel.abort.signal })
+      .run({ port: port2, init }, { transferList: [port2, init.log.port], signal: channel.abort.signal })
       .then(
         () => this.#onLoopEnd(channel, undefined),
         (error: unknown) => this.#onLoopEnd(channel, error),
@@ -467,6 +479,7 @@ export class ThreadPool {
     }
     switch (message.type) {
       case 'ready':
+        if (message.loadErrors !== undefined) this.#onLoadErrors(channel, message.loadErrors);
         channel.ready = true;
         channel.booted = true;
         this.#options.respawnBackoff.reset();
@@ -484,6 +497,25 @@ export class ThreadPool {
       }
       default:
         assertNever(message);
+    }
+  }
+
+  /**
+   * A thread could not load some registered module: during `start()` that fails the start (the deployment is broken:
+   * every evaluation of that type would be nacked until it lands in `_failed`); later (a replaced or added thread) it
+   * is reported. The thread serves all the same: its other modules work, and the broken one fails each item with
+   * the same error.
+   */
+  #onLoadErrors(channel: Channel, failures: readonly ModuleLoadFailure[]): void {
+    for (const f of failures) {
+      const module = { kind: f.kind, name: f.name, url: f.url, exportName: f.exportName, threadIndex: channel.index };
+      const error = new ModuleLoadError(module, fromWire(f.error));
+      if (this.#starting) {
+        this.#bootFailure ??= error;
+        continue;
+      }
+      this.#options.logger.error({ thread: channel.index, err: error }, 'a pool thread could not load a registered module');
+      this.#options.onModuleError?.(channel.index, error);
     }
   }
 
@@ -523,6 +555,7 @@ export class ThreadPool {
     channel.ready = false;
     if (channel.idleTimer !== undefined) this.#options.clock.clearTimer(channel.idleTimer);
     channel.port.close();
+    channel.log.close();
     if (this.#channels[channel.index] === channel) this.#channels[channel.index] = undefined;
     const held = [...channel.held.values()];
     channel.held.clear();

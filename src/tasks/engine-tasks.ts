@@ -13,7 +13,7 @@ import type { SlotTable } from '../slots/slot-table.js';
 import { MemoryDesiredState, putTaskUndoably } from './memory-desired-state.js';
 import { MemoryRunLog } from './memory-run-log.js';
 import { PoolExecutor } from './pool-executor.js';
-import type { Task } from './task.js';
+import type { Task, TaskInput, TaskMeta } from './task.js';
 import { TaskScheduler } from './task-scheduler.js';
 
 export interface EngineTasksOptions {
@@ -52,10 +52,11 @@ export class EngineTasks extends TaskScheduler {
   /**
    * Stores the task (validated synchronously) and claims it. Returns the validated task. When the claim fails (the
    * slot table cannot hold `maxConcurrency` more slots) the store is left as it was: a task that was not stored is
-   * removed, one that was (unclaimed) is put back with its progress.
+   * removed, one that was (unclaimed) is put back with its progress. Typed as `TaskInput` for callers; checked at run
+   * time all the same (`InvalidTaskError`), for callers the compiler does not see.
    */
-  add(task: unknown, meta?: unknown): Task {
-    const id = (task as { id?: unknown } | null)?.id;
+  add(task: TaskInput, meta?: TaskMeta): Task {
+    const id = (task as { id?: unknown } | null | undefined)?.id;
     if (typeof id === 'string' && this.taskStats(id)?.state === 'claimed') throw new TaskAlreadyClaimedError(id);
     const put = putTaskUndoably(this.desiredState, task, meta);
     try {

@@ -12,7 +12,7 @@ import {
   UserCodeError,
 } from '../errors.js';
 import { TypedEmitter } from '../events.js';
-import type { Logger } from '../observability/logger.js';
+import { childLogger, type Logger } from '../observability/logger.js';
 import type { Registry } from '../observability/metrics.js';
 import type { SlotTable } from '../slots/slot-table.js';
 import { ActiveRun, RunPhase, TaskActivity } from './active-run.js';
@@ -127,7 +127,7 @@ export class TaskScheduler {
     this.#o = resolveTaskSchedulerOptions(options);
     this.#clock = this.#o.clock;
     this.#slots = this.#o.slots;
-    this.#logger = this.#o.logger.child({ svc: 'tasks/scheduler' });
+    this.#logger = childLogger(this.#o.logger, { component: 'task-scheduler' });
     this.#metrics = new SchedulerMetrics(this.#o.registry, this);
     this.#now = this.#o.now;
     this.events = new TypedEmitter<TaskSchedulerEvents>(() => this.#logger);

@@ -22,7 +22,6 @@
  */
 import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import { performance } from 'node:perf_hooks';
-import { pino } from 'pino';
 import { CanceledError, UserCodeError, toWire } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { ItemOutcome, MainToThread, ThreadInit, ThreadToMain, WorkItem } from '../pool/messages.js';
@@ -35,7 +34,8 @@ import { ThreadBoard } from '../pool/thread-board.js';
 import { decodeWork, encodeResults } from '../pool/wire.js';
 import { ThreadWorkContext, type ThreadServices } from './context.js';
 import { IndexWaiter } from './index-waiter.js';
-import { ModuleTable, type UserFunction } from './modules.js';
+import { createThreadLogger } from './log-forwarder.js';
+import { ModuleTable, registerModuleHooks, type UserFunction } from './modules.js';
 
 /** Longest a finished result waits in the outbox while tiny items run after it. */
 const FLUSH_AFTER_MS = 1;
@@ -88,9 +88,9 @@ export class ThreadLoop {
     this.#slots = SlotTable.attach(init.slotBuffer);
     this.#board = ThreadBoard.attach(init.boardBuffer);
     this.#waiter = new IndexWaiter(() => this.#replica.appliedIndex);
-    this.#schedulers = new ModuleTable(init.schedulers, 'scheduler');
-    this.#handlers = new ModuleTable(init.handlers, 'handler');
-    this.#logger = pino({ name: 'tickpool-thread', level: init.logLevel }).child({ thread: init.threadIndex });
+    this.#schedulers = new ModuleTable(init.schedulers, 'scheduler', init.threadIndex);
+    this.#handlers = new ModuleTable(init.handlers, 'handler', init.threadIndex);
+    this.#logger = createThreadLogger(init.log);
     this.#replica.reset(init.full);
     this.#publishIndex();
     this.#services = {
@@ -104,11 +104,12 @@ export class ThreadLoop {
 
   /** Runs until main says stop (or closes the port). */
   async run(): Promise<void> {
-    await Promise.all([this.#schedulers.preload(), this.#handlers.preload()]);
+    await registerModuleHooks(this.#init.moduleHooks, this.#logger);
+    const loadErrors = (await Promise.all([this.#schedulers.preload(), this.#handlers.preload()])).flat();
     const done = new Promise<void>((resolve) => (this.#stopped = resolve));
     this.#port.on('message', (message: MainToThread) => this.#onMessage(message));
     this.#port.once('close', () => this.#stopped?.());
-    this.#post({ type: 'ready', threadIndex: this.#init.threadIndex });
+    this.#post({ type: 'ready', threadIndex: this.#init.threadIndex, ...(loadErrors.length > 0 ? { loadErrors } : {}) });
     await done;
     this.#port.close();
   }
