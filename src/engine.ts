@@ -139,6 +139,7 @@ export class Engine {
       batchSize: o.batchSize,
       cancelGraceMs: o.cancelGraceMs,
       idleTimeoutMs: o.idleTimeoutMs,
+      idleSpinUs: o.idleSpinUs,
       resourceLimits: o.resourceLimits,
       respawnBackoff: new Backoff(o.backoff, { clock: o.clock }),
       onThreadExit: (exit) => this.events.emit('engine:thread-exit', exit),

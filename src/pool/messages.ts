@@ -72,6 +72,8 @@ export interface ThreadInit {
   readonly log: ThreadLogInit;
   /** Modules whose `exportName` registers module hooks (a TypeScript loader) main runs under; see module-hooks.ts. */
   readonly moduleHooks: readonly ModuleRef[];
+  /** How long the thread polls the board for more work once it runs out, µs (0: it never polls). */
+  readonly idleSpinUs: number;
 }
 
 export type MainToThread = WorkMessage | { readonly type: 'reset'; readonly full: ChangeSet } | { readonly type: 'stop' };

@@ -100,6 +100,8 @@ export interface ThreadPoolOptions {
   readonly cancelGraceMs: number;
   /** A thread above `minThreads` idle this long is stopped. */
   readonly idleTimeoutMs: number;
+  /** How long an idle thread polls for more work before it sleeps, µs; main rings the board on every post then. */
+  readonly idleSpinUs?: number;
   readonly resourceLimits?: ResourceLimits | undefined;
   /**
    * Spaces the replacements of a thread that keeps dying before it is ready (a module that now fails to import,
@@ -221,6 +223,8 @@ export interface ThreadPoolStats {
 export class ThreadPool {
   readonly #options: ThreadPoolOptions;
   readonly #budgetMs: number;
+  /** Threads poll the board while idle (`idleSpinUs` > 0). */
+  readonly #polling: boolean;
   readonly #piscina: Piscina;
   readonly #board: ThreadBoard;
   readonly #costs = new CostModel();
@@ -260,6 +264,7 @@ export class ThreadPool {
   constructor(options: ThreadPoolOptions) {
     this.#options = options;
     this.#budgetMs = options.holdBudgetMs ?? HOLD_BUDGET_MS;
+    this.#polling = (options.idleSpinUs ?? 0) > 0;
     this.#board = ThreadBoard.create(options.maxThreads);
     this.#board.publishCommittedIndex(options.state.index);
     this.#logs = new ThreadLogSink(options.logger);
@@ -460,6 +465,7 @@ export class ThreadPool {
       full: this.#options.state.full(),
       log: channel.log.init,
       moduleHooks: this.#moduleHooks,
+      idleSpinUs: this.#options.idleSpinUs ?? 0,
     };
     port1.on('message', (message: ThreadToMain) => this.#onMessage(channel, message));
     const loop = this.#piscina
@@ -492,7 +498,7 @@ export class ThreadPool {
       case 'resync': {
         const full = this.#options.state.full();
         channel.changes = [];
-        channel.port.postMessage({ type: 'reset', full } satisfies MainToThread);
+        this.#post(channel, { type: 'reset', full } satisfies MainToThread);
         return;
       }
       default:
@@ -838,14 +844,14 @@ export class ThreadPool {
     const changes = channel.changes;
     channel.changes = [];
     try {
-      channel.port.postMessage(encodeWork(changes, items));
+      this.#post(channel, encodeWork(changes, items));
     } catch {
       // Something in the batch cannot be cloned; send the commits alone, then each item alone, failing only the
       // items that cannot cross.
-      if (changes.length > 0) channel.port.postMessage(encodeWork(changes, []));
+      if (changes.length > 0) this.#post(channel, encodeWork(changes, []));
       for (const p of batch) {
         try {
-          channel.port.postMessage(encodeWork([], [p.item]));
+          this.#post(channel, encodeWork([], [p.item]));
         } catch (cloneError) {
           this.#settle(p, { status: 'error', error: uncloneableItemError(p.item, cloneError), retryable: false });
         }
@@ -890,7 +896,13 @@ export class ThreadPool {
 
   #stopChannel(channel: Channel): void {
     channel.stopping = true;
-    channel.port.postMessage({ type: 'stop' } satisfies MainToThread);
+    this.#post(channel, { type: 'stop' } satisfies MainToThread);
+  }
+
+  /** Every message to a thread goes through here: a thread polling for work sees the board move. */
+  #post(channel: Channel, message: MainToThread): void {
+    channel.port.postMessage(message);
+    if (this.#polling) this.#board.ring(channel.index);
   }
 
   #onCommit(change: ChangeSet): void {

@@ -78,6 +78,11 @@ export class ThreadLoop {
   /** When the last item ended (one clock read per item serves busy time and the flush decision). */
   #lastItemEnd = 0;
   #awaitingReset = false;
+  /** `idleSpinUs` in ms: how long to poll for work once out of it (0: never). */
+  readonly #pollMs: number;
+  /** The board's `POSTED` count for this thread as of the last pull while polling. */
+  #seenPosted = 0;
+  #stopRequested = false;
   #stopped: (() => void) | undefined;
   readonly #services: ThreadServices;
   readonly #applyChangeFn = (change: ChangeSet): void => this.#applyChange(change);
@@ -91,6 +96,7 @@ export class ThreadLoop {
     this.#schedulers = new ModuleTable(init.schedulers, 'scheduler', init.threadIndex);
     this.#handlers = new ModuleTable(init.handlers, 'handler', init.threadIndex);
     this.#logger = createThreadLogger(init.log);
+    this.#pollMs = init.idleSpinUs / 1000;
     this.#replica.reset(init.full);
     this.#publishIndex();
     this.#services = {
@@ -129,6 +135,7 @@ export class ThreadLoop {
         this.#publishIndex();
         return;
       case 'stop':
+        this.#stopRequested = true;
         this.#stopped?.();
         return;
       default:
@@ -177,6 +184,27 @@ export class ThreadLoop {
       this.#head = 0;
       this.#draining = false;
       this.#flush();
+      if (this.#pollMs > 0) this.#pollForWork();
+    }
+  }
+
+  /**
+   * Out of work: before going back to the event loop to sleep, watch the board for up to `idleSpinUs` — one shared
+   * read per turn, and the port only when the board moved — so that the next item starts without a wake-up. Ends
+   * as soon as work (a drain started by what was pulled) or a stop arrives.
+   */
+  #pollForWork(): void {
+    const index = this.#init.threadIndex;
+    const until = performance.now() + this.#pollMs;
+    for (let turn = 1; !this.#draining && !this.#stopRequested; turn++) {
+      const posted = this.#board.posted(index);
+      if (posted !== this.#seenPosted) {
+        this.#seenPosted = posted;
+        this.#pullPending();
+        continue;
+      }
+      // The clock costs more than the shared read: look at it every few dozen turns.
+      if (turn % 32 === 0 && performance.now() >= until) return;
     }
   }
 
