@@ -26,9 +26,13 @@ export interface EngineBenchOptions {
   readonly batchSize?: number;
 }
 
-async function newEngine(threads: number, options: { workers?: number | undefined; batchSize?: number | undefined; deliveryLimit?: number } = {}): Promise<Engine> {
+async function newEngine(
+  threads: number,
+  options: { workers?: number | undefined; batchSize?: number | undefined; deliveryLimit?: number; idleSpinUs?: number } = {},
+): Promise<Engine> {
   const engine = createEngine({
     threads,
+    ...(options.idleSpinUs === undefined || options.idleSpinUs === 0 ? {} : { idleSpinUs: options.idleSpinUs }),
     ...(options.workers === undefined ? {} : { workers: options.workers }),
     ...(options.batchSize === undefined ? {} : { batchSize: options.batchSize }),
     schedulers: { noop: fixture('noop-scheduler'), stamp: fixture('stamp-scheduler'), spin: fixture('spin-scheduler'), value: fixture('value-scheduler') },
@@ -152,8 +156,8 @@ export function settled(pauseMs = 0): Promise<void> {
 }
 
 /** enqueue → scheduler entry, one evaluation at a time (idle engine). */
-export async function engineIdleLatency(threads: number, samples: number, pauseMs = 0): Promise<Latency> {
-  const engine = await newEngine(threads);
+export async function engineIdleLatency(threads: number, samples: number, pauseMs = 0, idleSpinUs = 0): Promise<Latency> {
+  const engine = await newEngine(threads, { idleSpinUs });
   const stamps = new Float64Array(new SharedArrayBuffer(8 * samples));
   const latency = new Latency();
   try {
@@ -260,7 +264,7 @@ export interface LatencyComparison {
 export async function compareIdleLatency(
   threads: number,
   samples: number,
-  { rounds = IDLE_ROUNDS, pauseMs = 0 }: { readonly rounds?: number; readonly pauseMs?: number } = {},
+  { rounds = IDLE_ROUNDS, pauseMs = 0, idleSpinUs = 0 }: { readonly rounds?: number; readonly pauseMs?: number; readonly idleSpinUs?: number } = {},
 ): Promise<LatencyComparison> {
   const raw = new Latency();
   const engine = new Latency();
@@ -272,9 +276,9 @@ export async function compareIdleLatency(
     if (round % 2 === 0) {
       r = await piscinaIdleLatency(threads, perRound, pauseMs);
       globalThis.gc?.();
-      e = await engineIdleLatency(threads, perRound, pauseMs);
+      e = await engineIdleLatency(threads, perRound, pauseMs, idleSpinUs);
     } else {
-      e = await engineIdleLatency(threads, perRound, pauseMs);
+      e = await engineIdleLatency(threads, perRound, pauseMs, idleSpinUs);
       globalThis.gc?.();
       r = await piscinaIdleLatency(threads, perRound, pauseMs);
     }
@@ -283,12 +287,14 @@ export async function compareIdleLatency(
     raw.merge(r);
     engine.merge(e);
   }
-  const pause = pauseMs > 0 ? `, each after ${pauseMs} ms idle` : '';
+  const pause = (pauseMs > 0 ? `, each after ${pauseMs} ms idle` : '') + (idleSpinUs > 0 ? `, threads poll ${idleSpinUs} µs when idle` : '');
   const notes = `${perRound * rounds} samples each, one at a time${pause}, in ${rounds} alternating rounds; ratio = median of the rounds' p50 ratios (${ratios.map((x) => round(x)).join(', ')})`;
+  const spin = idleSpinUs > 0 ? `-spin${idleSpinUs}` : '';
+  const spinName = idleSpinUs > 0 ? `, idleSpinUs ${idleSpinUs}` : '';
   const what =
     pauseMs > 0
-      ? { id: `engine.idle-latency-after-${pauseMs}ms`, name: `idle dispatch latency after ${pauseMs} ms idle (enqueue → scheduler entry)` }
-      : { id: 'engine.idle-latency', name: 'idle dispatch latency (enqueue → scheduler entry)' };
+      ? { id: `engine.idle-latency-after-${pauseMs}ms${spin}`, name: `idle dispatch latency after ${pauseMs} ms idle${spinName} (enqueue → scheduler entry)` }
+      : { id: `engine.idle-latency${spin}`, name: `idle dispatch latency${spinName} (enqueue → scheduler entry)` };
   return latencyComparison(
     { ...what, baseline: 'piscina one-way p50 (>1 = engine faster)', notes },
     threads,

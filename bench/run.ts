@@ -17,6 +17,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { runBrokerBench } from './broker.bench.js';
 import { compareCancelLatency, compareIdleLatency, compareRunThroughput, compareThroughput } from './engine.bench.js';
+import { compareCost, compareFairness, SWEEP_COSTS_MS } from './cpu-load.bench.js';
 import { bestOf, checkFloors, describeFailures, formatValue, type FloorCheck } from './floors.js';
 import { parseArgs, USAGE, UsageError, type RunOptions, type Scope } from './lib/cli.js';
 import { fromBroker, fromSchedule, fromState, fromTasks } from './lib/normalise.js';
@@ -166,6 +167,38 @@ function units(o: RunOptions): Unit[] {
           },
         ],
       };
+    },
+  });
+
+  list.push({
+    id: 'engine.cost-sweep',
+    scope: 'engine',
+    title: `job-cost sweep: no-op, 0.1, 1 and 10 ms of CPU per job, against Piscina and the cores' limit (${plural(threads, 'thread')})`,
+    async run() {
+      const results: BenchResult[] = [];
+      for (const cost of SWEEP_COSTS_MS) results.push(await compareCost(threads, cost, { quick }));
+      return { results };
+    },
+  });
+
+  list.push({
+    id: 'engine.fairness',
+    scope: 'engine',
+    title: `mixed-load fairness: short jobs' latency beside 1% of 100 ms jobs, at 60% and 90% load (${plural(threads, 'thread')})`,
+    async run() {
+      const results: BenchResult[] = [];
+      const latency: LatencyChart[] = [];
+      for (const load of [0.6, 0.9]) {
+        const { result, engine, raw } = await compareFairness(threads, load, quick ? 1500 : 4000);
+        results.push(result);
+        latency.push({
+          id: `engine-fairness-${Math.round(load * 100)}`,
+          title: `Short jobs' enqueue → done beside long ones, ${Math.round(load * 100)}% load`,
+          threads,
+          series: [distributionOf('engine', engine), distributionOf('raw Piscina', raw)],
+        });
+      }
+      return { results, latency };
     },
   });
 

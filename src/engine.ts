@@ -9,7 +9,7 @@ import type { EvaluationHandle, EvaluationOutcome } from './broker/outcome-waite
 import type { Clock } from './clock.js';
 import type { BrokerStats } from './broker/eval-broker.js';
 import { AbortWatch, runSignal, type RunOptions } from './engine-run.js';
-import { AbortedError, InvalidArgumentError, InvalidEvaluationError, InvalidStateError, PayloadTooLargeError, UnknownSchedulerError } from './errors.js';
+import { AbortedError, InvalidArgumentError, InvalidEvaluationError, InvalidStateError, PayloadTooLargeError, UnknownSchedulerError, type ModuleLoadError } from './errors.js';
 import { TypedEmitter } from './events.js';
 import { payloadFits } from './payload-size.js';
 import { resolveEngineOptions, type EngineOptions, type ResolvedEngineOptions } from './options.js';
@@ -38,6 +38,8 @@ export interface EngineEvents {
   'engine:stop': { readonly requeued: number; readonly forced: boolean };
   /** A pool thread ended unexpectedly; the items it held were accounted for (redelivered or failed). */
   'engine:thread-exit': ThreadExit;
+  /** A pool thread started after `start()` could not load a registered module (at `start()`, it rejects instead). */
+  'engine:module-error': { readonly threadIndex: number; readonly error: ModuleLoadError };
 }
 
 export interface WorkerInfo {
@@ -105,8 +107,9 @@ export class Engine {
       clock: o.clock,
       logger,
       registry: o.registry,
-      // A heartbeat written into the slot since the last look keeps a long scheduler from being redelivered.
-      extendNackDeadline: (id, token) => this.#holderOf(id, token)?.consumeHeartbeat(token) ?? false,
+      // A deadline counts from the start of the work, and a heartbeat written into the slot since the last look
+      // keeps a long scheduler from being redelivered.
+      extendNackDeadline: (id, token) => this.#holderOf(id, token)?.deadlineProgress(token) ?? false,
       validatePayload: (payload) => {
         const fits = payloadFits(payload, o.maxPayloadBytes);
         if (fits === undefined) throw new InvalidEvaluationError('evaluation.payload', 'a structured-cloneable value', payload);
@@ -143,9 +146,11 @@ export class Engine {
       batchSize: o.batchSize,
       cancelGraceMs: o.cancelGraceMs,
       idleTimeoutMs: o.idleTimeoutMs,
+      idleSpinUs: o.idleSpinUs,
       resourceLimits: o.resourceLimits,
       respawnBackoff: new Backoff(o.backoff, { clock: o.clock }),
       onThreadExit: (exit) => this.events.emit('engine:thread-exit', exit),
+      onModuleError: (threadIndex, error) => this.events.emit('engine:module-error', { threadIndex, error }),
     });
     this.tasks = new EngineTasks({
       pool: this.#pool,
@@ -192,7 +197,11 @@ export class Engine {
     return this.#state;
   }
 
-  /** Starts the pool threads, the workers and the task ticker; resolves once every thread is ready. */
+  /**
+   * Starts the pool threads, the workers and the task ticker; resolves once every thread is ready. Rejects with a
+   * `ModuleLoadError` naming the module when a registered scheduler or handler module cannot be loaded on a thread
+   * (the engine is then stopped).
+   */
   async start(): Promise<void> {
     if (this.#state !== EngineState.CREATED) {
       throw new InvalidStateError(`Expected a new engine to start, but it is ${this.#state}`);

@@ -28,6 +28,7 @@ export const errorCodes = Object.freeze([
   'ERR_PLAN_ATTEMPTS_EXHAUSTED',
   'ERR_UNKNOWN_TABLE',
   'ERR_USER_CODE',
+  'ERR_MODULE_LOAD',
   'ERR_THREAD_EXITED',
   'ERR_RESOURCE_LIMIT',
   'ERR_PAYLOAD_TOO_LARGE',
@@ -249,6 +250,22 @@ export class UnknownTableError extends TickpoolError {
 /** User code (a scheduler or a task handler) threw or rejected; `cause` holds what it threw. */
 export class UserCodeError extends TickpoolError {
   override readonly code: ErrorCode = 'ERR_USER_CODE';
+}
+
+/**
+ * A registered scheduler or task handler module could not be loaded on a pool thread: importing it failed (a syntax
+ * error, a missing dependency, a file type the thread cannot load, a throw at its top level) or it does not export a
+ * function under its export name. `cause` holds the load error; `details` names the module.
+ */
+export class ModuleLoadError extends TickpoolError {
+  override readonly code: ErrorCode = 'ERR_MODULE_LOAD';
+  constructor(module: { kind: 'scheduler' | 'handler'; name: string; url: string; exportName: string; threadIndex: number }, cause: unknown) {
+    const reason = cause instanceof Error ? cause.message : describeValue(cause);
+    super(
+      `Expected the ${module.kind} module of ${quote(module.name)} (${module.url}, export \`${module.exportName}\`) to load on pool thread ${module.threadIndex}, but it failed: ${reason}`,
+      { cause, details: { ...module } },
+    );
+  }
 }
 
 /** A pool thread exited or was terminated while it held work. */

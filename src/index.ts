@@ -6,12 +6,15 @@
 // Engine
 export { createEngine, Engine, type EngineEvents, type EngineStats } from './engine.js';
 export type { EngineOptions } from './options.js';
-export type { Evaluation, EvaluationInput } from './broker/evaluation.js';
+export type { EvaluationInput } from './broker/evaluation.js';
 export type { EvaluationHandle, EvaluationOutcome } from './broker/outcome-waiters.js';
+
+// The functions a user writes for the pool threads, their inputs, and what runs them
+export type { Scheduler, SchedulerEvaluation, SchedulerResult, TaskHandler, TaskRunInput } from './user-functions.js';
 export type { WorkContext } from './thread/context.js';
 
 // Plans, snapshots and records
-export type { EvaluatePlan, Plan, PlanWrite, SchedulerPlan, Snapshot, StoredRecord } from './state/types.js';
+export type { EvaluatePlan, Plan, PlanWrite, Snapshot, StoredRecord } from './state/types.js';
 
 // Tasks
 export type { TaskInput } from './tasks/task.js';
@@ -34,6 +37,7 @@ export {
   InvalidPlanError,
   InvalidStateError,
   InvalidTaskError,
+  ModuleLoadError,
   PayloadTooLargeError,
   PlanAttemptsExhaustedError,
   RemoteError,

@@ -116,7 +116,7 @@ async function main(): Promise<void> {
   const progress = setInterval(() => {
     stats.reapSuperseded();
     ticks++;
-    // On a terminal the line is redrawn in place; piped, a plain line every few seconds; headless, nothing.
+    // On a terminal the line is redrawn in place; piped, a JSON log line every few seconds; headless, nothing.
     if (cli.headless) return;
     // The counters live in the Prometheus registry, read asynchronously: a line shows the latest reading.
     void stats.plans().then((p) => {
@@ -125,7 +125,7 @@ async function main(): Promise<void> {
     });
     if (!line.live && ticks % PLAIN_PROGRESS_EVERY !== 0) return;
     const b = engine.broker.stats();
-    const text = formatProgress({
+    const progress = {
       elapsedS: (performance.now() - started) / 1000,
       durationS: cli.durationS,
       done: stats.acked + stats.failed,
@@ -135,9 +135,10 @@ async function main(): Promise<void> {
       backlog: b.totalReady + b.totalPending + b.totalWaiting,
       runsOnTime: cron.onTime,
       runsStarted: cron.runsStarted,
-    });
-    if (line.live) line.set(text);
-    else process.stderr.write(`${text}\n`);
+    };
+    // The live line is for a terminal. Redirected, stderr holds the JSON log lines only: progress is one of them.
+    if (line.live) line.set(formatProgress(progress));
+    else logger.info({ ...progress, elapsedS: Math.round(progress.elapsedS * 10) / 10 }, 'progress');
   }, PROGRESS_MS);
 
   await runFor(cli.durationS * 1000);

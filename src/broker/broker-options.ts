@@ -23,10 +23,13 @@ export interface EvalBrokerOptions {
   readonly random?: () => number;
   /**
    * Asked when a nack deadline is about to fire. Returning true resets the deadline to now + `nackTimeoutMs`
-   * (like `outstandingReset`) instead of nacking: the engine answers from heartbeats its threads write into
-   * shared memory. It must not call back into the broker; a throw counts as false.
+   * (like `outstandingReset`) instead of nacking; returning a number `t` (a time on the broker's clock: when the
+   * delivery's work started, or last showed progress) moves the deadline to `t + nackTimeoutMs`, and nacks if that
+   * is not after now. The engine answers from shared memory: heartbeats its threads write, and whether the
+   * delivery's scheduler has started at all, since a deadline counts from the start of the work, not from the
+   * dequeue. It must not call back into the broker; a throw counts as false.
    */
-  readonly extendNackDeadline?: (evaluationId: string, token: string) => boolean;
+  readonly extendNackDeadline?: ExtendNackDeadline;
   /**
    * Checks an evaluation's payload at enqueue; throw a `TickpoolError` to reject the evaluation. Default: the
    * payload must survive `structuredClone`. The engine checks cloneability and `maxPayloadBytes` with one
@@ -34,6 +37,9 @@ export interface EvalBrokerOptions {
    */
   readonly validatePayload?: (payload: unknown) => void;
 }
+
+/** `true`: progress now; a number: the time of the last progress (deadline = it + `nackTimeoutMs`); `false`: nack. */
+export type ExtendNackDeadline = (evaluationId: string, token: string) => boolean | number;
 
 export interface ResolvedEvalBrokerOptions {
   readonly nackTimeoutMs: number;
@@ -44,7 +50,7 @@ export interface ResolvedEvalBrokerOptions {
   readonly logger: Logger;
   readonly registry: Registry;
   readonly random: () => number;
-  readonly extendNackDeadline: ((evaluationId: string, token: string) => boolean) | undefined;
+  readonly extendNackDeadline: ExtendNackDeadline | undefined;
   readonly validatePayload: ((payload: unknown) => void) | undefined;
 }
 
@@ -89,7 +95,7 @@ export function resolveEvalBrokerOptions(options: unknown): ResolvedEvalBrokerOp
   if (typeof random !== 'function') throw new InvalidOptionError('broker.random', 'a function returning [0, 1)', random);
   const extend = o['extendNackDeadline'];
   if (extend !== undefined && typeof extend !== 'function') {
-    throw new InvalidOptionError('broker.extendNackDeadline', 'a function (evaluationId, token) => boolean or undefined', extend);
+    throw new InvalidOptionError('broker.extendNackDeadline', 'a function (evaluationId, token) => boolean | number, or undefined', extend);
   }
   const validatePayload = o['validatePayload'];
   if (validatePayload !== undefined && typeof validatePayload !== 'function') {

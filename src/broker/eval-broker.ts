@@ -11,7 +11,7 @@ import {
   TokenMismatchError,
 } from '../errors.js';
 import { TypedEmitter } from '../events.js';
-import type { Logger } from '../observability/logger.js';
+import { childLogger, type Logger } from '../observability/logger.js';
 import type { Registry } from '../observability/metrics.js';
 import { Entry, EntryState, JobSlot, pendingBefore, ReadyQueue } from './broker-entry.js';
 import type { BrokerEvents } from './broker-events.js';
@@ -198,7 +198,7 @@ export class EvalBroker {
   constructor(options?: EvalBrokerOptions) {
     this.#options = resolveEvalBrokerOptions(options);
     this.#clock = this.#options.clock;
-    this.#logger = this.#options.logger.child({ component: 'eval-broker' });
+    this.#logger = childLogger(this.#options.logger, { component: 'eval-broker' });
     this.#random = this.#options.random;
     this.#events = new TypedEmitter<BrokerEvents>(() => this.#logger);
     this.#metrics = brokerMetricsHub(this.#options.registry);
@@ -834,8 +834,8 @@ export class EvalBroker {
       if (entry.holdsSlot) this.#makeReady(entry, this.#queue(entry.type), now);
       else this.#admit(entry, now);
     } else if (entry.state === EntryState.Unacked) {
-      if (this.#extend(entry)) {
-        const deadline = now + this.#options.nackTimeoutMs;
+      const deadline = this.#extendedDeadline(entry, now);
+      if (deadline !== undefined) {
         this.#deadlines.schedule(entry, deadline);
         if (this.#events.hasListeners('broker:extend')) {
           this.#events.emit('broker:extend', { evaluation: entry.evaluation, token: entry.token, deadline });
@@ -851,15 +851,22 @@ export class EvalBroker {
     this.#serveWaiters();
   }
 
-  #extend(entry: Entry): boolean {
+  /** The deadline `extendNackDeadline` asks for, or undefined to let this one fire. */
+  #extendedDeadline(entry: Entry, now: number): number | undefined {
     const extend = this.#options.extendNackDeadline;
-    if (extend === undefined) return false;
+    if (extend === undefined) return undefined;
+    let answer: boolean | number;
     try {
-      return extend(entry.id, entry.token) === true;
+      answer = extend(entry.id, entry.token);
     } catch (error) {
       this.#logger.warn({ err: error, evalId: entry.id }, 'extendNackDeadline threw; nacking');
-      return false;
+      return undefined;
     }
+    if (answer === true) return now + this.#options.nackTimeoutMs;
+    if (typeof answer !== 'number') return undefined;
+    // NaN and progress longer than a nack timeout ago fail this test: the deadline fires.
+    const deadline = answer + this.#options.nackTimeoutMs;
+    return deadline > now ? deadline : undefined;
   }
 
   #emitCancelable(canceled: Entry[]): void {

@@ -4,6 +4,8 @@
  * a Float64Array of bucket counts plus sum and count (~5 ns per observation), exported by a collector that speaks
  * prom-client's metric protocol (`get()` returning histogram values), so the registry serializes it like any other
  * histogram. Nothing is sampled or dropped: every observation lands in its bucket, only the bookkeeping is cheaper.
+ * That protocol is prom-client's internals, not its documented API: test/observability/latency-histogram-contract
+ * pins it against the prom-client copies of the peer range (text, OpenMetrics, JSON and cluster aggregation).
  */
 import type { Metric, MetricValueWithName, Registry } from 'prom-client';
 import { latencyBucketsSeconds, metricConflict } from './metrics.js';
@@ -52,7 +54,14 @@ export interface HistogramExport {
   readonly help: string;
   readonly type: 'histogram';
   readonly aggregator: 'sum';
-  readonly values: MetricValueWithName<string>[];
+  readonly values: HistogramValue[];
+}
+
+/** A value as prom-client's own Histogram reports it: buckets carry `exemplar: null` when none was recorded. */
+type HistogramValue = MetricValueWithName<string> & { readonly exemplar?: null };
+
+function isLatencyHistogram(value: unknown): value is LatencyHistogram {
+  return (value as { constructor?: { name?: unknown } } | null)?.constructor?.name === 'LatencyHistogram' && typeof (value as { series?: unknown }).series === 'function';
 }
 
 /** A histogram collector with one label, registered on a prom-client registry. */
@@ -70,6 +79,8 @@ export class LatencyHistogram {
   static on(registry: Registry, config: LatencyHistogramConfig): LatencyHistogram {
     const found = registry.getSingleMetric(config.name) as unknown;
     if (found instanceof LatencyHistogram) return found;
+    // Another copy of tickpool on the same registry (two versions in one process) made it: the same protocol.
+    if (isLatencyHistogram(found)) return found;
     if (found !== undefined) throw metricConflict(config.name, 'LatencyHistogram', found);
     return new LatencyHistogram(registry, config);
   }
@@ -100,14 +111,14 @@ export class LatencyHistogram {
    */
   async get(): Promise<HistogramExport> {
     const label = this.labelNames[0]!;
-    const values: MetricValueWithName<string>[] = [];
+    const values: HistogramValue[] = [];
     for (const [labelValue, series] of this.#series) {
       let cumulative = 0;
       for (let i = 0; i < this.#boundsSeconds.length; i++) {
         cumulative += series.counts[i]!;
-        values.push({ labels: { le: this.#boundsSeconds[i]!, [label]: labelValue }, value: cumulative, metricName: `${this.name}_bucket` });
+        values.push({ labels: { le: this.#boundsSeconds[i]!, [label]: labelValue }, value: cumulative, metricName: `${this.name}_bucket`, exemplar: null });
       }
-      values.push({ labels: { le: '+Inf', [label]: labelValue }, value: series.count, metricName: `${this.name}_bucket` });
+      values.push({ labels: { le: '+Inf', [label]: labelValue }, value: series.count, metricName: `${this.name}_bucket`, exemplar: null });
       values.push({ labels: { [label]: labelValue }, value: series.sumMs / 1000, metricName: `${this.name}_sum` });
       values.push({ labels: { [label]: labelValue }, value: series.count, metricName: `${this.name}_count` });
     }

@@ -8,6 +8,7 @@
  * by being arrays); `WorkItem` and `ItemOutcome` are their decoded shape.
  */
 import type { WireError } from '../errors.js';
+import type { ThreadLogInit } from '../observability/thread-log-protocol.js';
 import type { ChangeSet } from '../state/types.js';
 import type { ResultMessage, WorkMessage } from './wire.js';
 
@@ -67,21 +68,42 @@ export interface ThreadInit {
   readonly schedulers: Readonly<Record<string, ModuleRef>>;
   readonly handlers: Readonly<Record<string, ModuleRef>>;
   readonly full: ChangeSet;
-  readonly logLevel: string;
+  /** The thread's log channel: `ctx.logger` writes through the user's logger on main. */
+  readonly log: ThreadLogInit;
+  /** Modules whose `exportName` registers module hooks (a TypeScript loader) main runs under; see module-hooks.ts. */
+  readonly moduleHooks: readonly ModuleRef[];
+  /** How long the thread polls the board for more work once it runs out, µs (0: it never polls). */
+  readonly idleSpinUs: number;
 }
 
 export type MainToThread = WorkMessage | { readonly type: 'reset'; readonly full: ChangeSet } | { readonly type: 'stop' };
 
+/** `ms`: how long the item held the thread (its own run, waitForIndex included), for the pool's cost model. */
 export type ItemOutcome =
   /** `waitedMs`: time spent in waitForIndex before the scheduler ran. */
-  | { readonly seq: number; readonly status: 'ok'; readonly value: unknown; readonly waitedMs: number }
-  | { readonly seq: number; readonly status: 'error'; readonly error: WireError; readonly retryable: boolean }
-  /** The slot was canceled (or had moved on) before or while the item ran. */
-  | { readonly seq: number; readonly status: 'canceled' };
+  | { readonly seq: number; readonly status: 'ok'; readonly value: unknown; readonly waitedMs: number; readonly ms: number }
+  | { readonly seq: number; readonly status: 'error'; readonly error: WireError; readonly retryable: boolean; readonly ms: number }
+  /** The slot was canceled while the item ran (or the item moved on past its generation). */
+  | { readonly seq: number; readonly status: 'canceled'; readonly ms: number }
+  /**
+   * The thread did not start the item: its start CAS failed, because the item was canceled before it started or
+   * because another thread it was also sent to started it first.
+   */
+  | { readonly seq: number; readonly status: 'not-started' };
+
+/** A registered module that a thread could not load (`error`: the import's own error). */
+export interface ModuleLoadFailure {
+  readonly kind: 'scheduler' | 'handler';
+  readonly name: string;
+  readonly url: string;
+  readonly exportName: string;
+  readonly error: WireError;
+}
 
 export type ThreadToMain =
   | ResultMessage
-  | { readonly type: 'ready'; readonly threadIndex: number }
+  /** `loadErrors`: the registered modules this thread could not load (absent when it loaded them all). */
+  | { readonly type: 'ready'; readonly threadIndex: number; readonly loadErrors?: readonly ModuleLoadFailure[] }
   /** The replica saw a gap in the change stream and needs a full state. */
   | { readonly type: 'resync'; readonly appliedIndex: number };
 

@@ -5,20 +5,20 @@
  *   with its replica between items and pulls the pending change sets when it is behind, so the items of one batch
  *   see each other's commits instead of all planning against the state the batch was sent with.
  * - per thread `APPLIED_INDEX` (Int32): the index the thread's replica has applied (thread writes, main reads).
+ * - per thread `POSTED` (Int32): a count main raises after each message it posts to the thread, when threads poll
+ *   while idle (`idleSpinUs`). A polling thread reads it instead of its port: when it moves, a message is waiting,
+ *   and the thread takes it with `receiveMessageOnPort` without going back to its event loop to be woken.
  * - per thread `BUSY_MS` (Float64): milliseconds spent running items, for utilization. A statistic with a single
  *   writer: a plain store is enough.
  *
- * A doorbell for parking idle threads in `Atomics.wait` (Piscina's sync mode) was measured here and dropped, five
- * times. Notified on every send it cost a third of the throughput under load. Rung only for a parked thread, it
- * costs nothing under load and takes `postMessage` to an idle thread from 8.8 to 1–2 µs on main, but the
- * `Atomics.notify` then blocks main while the thread wakes, and the idle dispatch latency did not move (pinned to one
- * CPU it was 0.5–1 µs worse). Parking inside the promise job that ends a batch was 1–2 µs faster, but it held back
- * the promise jobs and next-tick callbacks the items left behind until the next wake; parking from a fresh
- * event-loop turn, which does not, loses that gain (the doorbell is in `git show a26d540`; figures in the README).
+ * A doorbell that parks idle threads in `Atomics.wait` (Piscina's sync mode) is not used: `Atomics.notify` blocks
+ * main while the thread wakes, and parking holds back the promise jobs a thread's last items left behind
+ * (measured in the README's Performance section). Polling for a bounded time, then going back to the event loop, has
+ * neither cost.
  */
 const ROW_BYTES = 16;
 const HEADER = Object.freeze({ COMMITTED_INDEX: 0 });
-const ROW = Object.freeze({ APPLIED_INDEX_INT32: 0, BUSY_MS_FLOAT64: 1 });
+const ROW = Object.freeze({ APPLIED_INDEX_INT32: 0, POSTED_INT32: 1, BUSY_MS_FLOAT64: 1 });
 
 export class ThreadBoard {
   readonly #int32: Int32Array;
@@ -55,6 +55,16 @@ export class ThreadBoard {
 
   publishAppliedIndex(thread: number, index: number): void {
     Atomics.store(this.#int32, ((thread + 1) * ROW_BYTES) / 4 + ROW.APPLIED_INDEX_INT32, index);
+  }
+
+  /** Main: a message was posted to `thread`. */
+  ring(thread: number): void {
+    Atomics.add(this.#int32, ((thread + 1) * ROW_BYTES) / 4 + ROW.POSTED_INT32, 1);
+  }
+
+  /** How many messages main has posted to `thread` (while polling is on). */
+  posted(thread: number): number {
+    return Atomics.load(this.#int32, ((thread + 1) * ROW_BYTES) / 4 + ROW.POSTED_INT32);
   }
 
   addBusy(thread: number, ms: number): void {

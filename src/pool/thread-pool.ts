@@ -3,26 +3,40 @@
  *
  * Why not one `piscina.run()` per evaluation: Piscina spends ~25 µs of main-thread CPU per task, more than the
  * rest of the engine spends on an evaluation. Here Piscina manages thread lifecycles (start, replacement after a
- * crash, termination on abort, resource limits) and items travel in batches:
- * - a thread with nothing in flight gets an item at once (no batching when idle: lowest latency);
- * - otherwise items queue and are flushed once per event-loop turn (`setImmediate`), split across threads by how
- *   much each has in flight, at most `batchSize` in flight per thread (what a crash can take with it);
- * - results stream back per thread, and each results message refills that thread.
- * Change sets of the state store ride in front of items in the same message, so a thread's replica is never
- * behind the state an item was dispatched against.
+ * crash, termination on abort, resource limits) and items travel in batches. What a thread may hold is bounded by
+ * *predicted work*, not by a count alone (`CostModel`: learned per evaluation type and task handler):
+ * - a thread with nothing assigned gets an item at once (no batching when idle: lowest latency);
+ * - otherwise items wait in ONE queue on main, shared by every thread, and are handed out once per event-loop turn
+ *   (`setImmediate`) to the thread with the least predicted work, as long as what it then holds stays within
+ *   HOLD_BUDGET_MS (and `batchSize` items). No-op items still travel dozens to a message; items of a millisecond or
+ *   more go one at a time, so a free thread always takes the next one;
+ * - a thread whose running item has overrun its prediction by more than the budget gives its unstarted items back
+ *   to the queue, and an idle thread takes unstarted items from a busy one when the queue is empty. Taking back is
+ *   safe without asking the thread: the item is sent to the second thread as well, and the slot word's start CAS
+ *   (`CLAIMED→RUNNING`, done by the thread) lets exactly one of them run it; the other reports it not started.
+ * So no unstarted item waits behind a busy thread while another thread is free.
+ * Results stream back per thread, and each results message refills that thread. Change sets of the state store ride
+ * in front of items in the same message, so a thread's replica is never behind the state an item was sent against.
  *
- * Accounting: every dispatched item settles exactly once — with the thread's outcome, or with `lost` when its
- * thread died or was terminated (crash, resource limit, or a canceled item that ignored cancel past the grace)
- * after it had started the item. Items the dead thread had not started yet never ran: they are dispatched again,
- * so work queued behind a crashing or runaway item is neither failed with that item's reason nor redelivered.
+ * Starts: a thread starts an item as soon as it has nothing before it. Main sees that moment (within a message's
+ * latency) when it sends to a thread with nothing assigned, and when a thread's results arrive (the next item it
+ * holds starts then); a `StartObserver` is told, so that deadlines count from the start of the work.
+ *
+ * Accounting: every dispatched item settles exactly once — with the outcome of the thread that ran it, as `canceled`
+ * when it was canceled before any thread started it, or `lost` when the thread that started it died or was
+ * terminated (crash, resource limit, or a canceled item that ignored cancel past the grace). Items a dead thread had
+ * not started never ran: they are dispatched again, so work queued behind a crashing or runaway item is neither
+ * failed with that item's reason nor redelivered.
  */
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
+import { performance } from 'node:perf_hooks';
 import { Piscina } from 'piscina';
 import type { Backoff } from '../backoff.js';
 import type { Clock, TimerHandle } from '../clock.js';
 import {
   InvalidEvaluationError,
   InvalidTaskError,
+  ModuleLoadError,
   ResourceLimitError,
   ThreadExitedError,
   TickpoolError,
@@ -31,12 +45,15 @@ import {
   type WireError,
 } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
-import { SlotState } from '../slots/slot-layout.js';
+import { ThreadLogSink, type ThreadLog } from '../observability/thread-log-sink.js';
+import { SlotState, ThreadPhase } from '../slots/slot-layout.js';
 import type { SlotTable } from '../slots/slot-table.js';
 import type { StateStore } from '../state/state-store.js';
 import type { ChangeSet } from '../state/types.js';
-import type { EvalItem, ItemOutcome, MainToThread, ModuleRef, RunItem, ThreadInit, ThreadToMain, WorkItem } from './messages.js';
+import { CostModel, type CostEstimate } from './cost-model.js';
+import type { EvalItem, ItemOutcome, MainToThread, ModuleLoadFailure, ModuleRef, RunItem, ThreadInit, ThreadToMain, WorkItem } from './messages.js';
 import { assertNever, isResultMessage } from './messages.js';
+import { threadModuleHooks } from './module-hooks.js';
 import { ThreadBoard } from './thread-board.js';
 import { encodeWork, forEachResult, type ResultMessage } from './wire.js';
 
@@ -49,6 +66,15 @@ export type Outcome =
 
 /** An item to dispatch; its `seq` is overwritten by the pool (callers pass 0), which saves a copy per item. */
 export type ItemRequest = EvalItem | RunItem;
+
+/** Told when the dispatched item was seen to start on a thread. */
+export interface StartObserver {
+  /**
+   * `at` is the pool's clock. Called once per start of the item: again only when it runs again (its thread died
+   * before the item's result could be sent).
+   */
+  itemStarted(at: number): void;
+}
 
 export interface ResourceLimits {
   readonly maxOldGenerationSizeMb?: number;
@@ -66,12 +92,16 @@ export interface ThreadPoolOptions {
   readonly handlers: Readonly<Record<string, ModuleRef>>;
   readonly clock: Clock;
   readonly logger: Logger;
-  /** Most items in flight on one thread. */
+  /** Most items in flight on one thread (what a crash can take with it), whatever their predicted cost. */
   readonly batchSize: number;
+  /** Predicted work one thread may hold, ms. Default HOLD_BUDGET_MS; a test of the thread loop may lift it. */
+  readonly holdBudgetMs?: number;
   /** How long a canceled item may keep running before its thread is terminated. */
   readonly cancelGraceMs: number;
   /** A thread above `minThreads` idle this long is stopped. */
   readonly idleTimeoutMs: number;
+  /** How long an idle thread polls for more work before it sleeps, µs; main rings the board on every post then. */
+  readonly idleSpinUs?: number;
   readonly resourceLimits?: ResourceLimits | undefined;
   /**
    * Spaces the replacements of a thread that keeps dying before it is ready (a module that now fails to import,
@@ -80,6 +110,11 @@ export interface ThreadPoolOptions {
   readonly respawnBackoff: Backoff;
   /** Told when a thread ended unexpectedly (crash, resource limit, termination) and how many items it held. */
   readonly onThreadExit?: (exit: ThreadExit) => void;
+  /**
+   * Told when a thread started after `start()` could not load a registered module (during `start()`, the first
+   * such failure rejects it instead).
+   */
+  readonly onModuleError?: (threadIndex: number, error: ModuleLoadError) => void;
 }
 
 export interface ThreadExit {
@@ -91,16 +126,73 @@ export interface ThreadExit {
   readonly requeuedItems: number;
 }
 
-interface Pending {
+/**
+ * Predicted work a thread may hold (the item it runs included) before the next item waits on main instead, ms.
+ * It is also how far a running item may overrun its prediction before the items behind it are taken back. A
+ * results message and a refill cost the two threads ~20–50 µs, so a millisecond of no-op or 0.1 ms items keeps a
+ * thread fed between refills, while an item of a millisecond or more is never queued behind another one.
+ */
+export const HOLD_BUDGET_MS = 1;
+
+/** One dispatched item on main, from `dispatch()` until it settles. */
+class Pending {
   readonly item: WorkItem;
   readonly resolve: (outcome: Outcome) => void;
+  readonly observer: StartObserver | undefined;
+  readonly cost: CostEstimate;
+  /** Prediction counted in the load of the channel it is assigned to (taken when assigned). */
+  predictedMs = 0;
+  /** The channel expected to run it, whose load counts it; undefined while it waits in main's queue. */
+  assigned: Channel | undefined = undefined;
+  /** The channel it was sent to; `moreHolders` the others it was also sent to (after being taken back). */
+  holder: Channel | undefined = undefined;
+  moreHolders: Channel[] | undefined = undefined;
+  /** In main's queue (waiting, or taken back from a busy thread). */
+  queued = false;
+  settled = false;
+  /** `performance.now()` when it was seen to start; NaN until then. */
+  startedPerf = Number.NaN;
+
+  constructor(item: WorkItem, resolve: (outcome: Outcome) => void, observer: StartObserver | undefined, cost: CostEstimate) {
+    this.item = item;
+    this.resolve = resolve;
+    this.observer = observer;
+    this.cost = cost;
+  }
+
+  holds(channel: Channel): boolean {
+    return this.holder === channel || (this.moreHolders?.includes(channel) ?? false);
+  }
+
+  addHolder(channel: Channel): void {
+    if (this.holder === undefined) this.holder = channel;
+    else if (!this.holds(channel)) (this.moreHolders ??= []).push(channel);
+  }
+
+  removeHolder(channel: Channel): void {
+    if (this.holder === channel) this.holder = this.moreHolders?.shift();
+    else if (this.moreHolders !== undefined) {
+      const at = this.moreHolders.indexOf(channel);
+      if (at >= 0) this.moreHolders.splice(at, 1);
+    }
+  }
+
+  /** Whether the item's slot still waits for a thread to start it. */
+  unstarted(slots: SlotTable): boolean {
+    const { slot, generation } = this.item;
+    return slots.state(slot) === SlotState.CLAIMED && slots.generation(slot) === generation;
+  }
 }
 
 interface Channel {
   readonly index: number;
   readonly port: MessagePort;
   readonly abort: AbortController;
-  readonly inflight: Map<number, Pending>;
+  /** Every item sent to this thread that it has not reported on, in send order (the order the thread runs them). */
+  readonly held: Map<number, Pending>;
+  /** Items assigned to it (a subset of `held`: not those taken back for another thread) and their predicted ms. */
+  assigned: number;
+  loadMs: number;
   changes: ChangeSet[];
   ready: boolean;
   /** It said ready once. */
@@ -110,6 +202,10 @@ interface Channel {
   idleTimer: TimerHandle | undefined;
   /** Why main terminated it, when it did. */
   terminatedFor: TickpoolError | undefined;
+  /** Main ended it on purpose (pool stop): its end is no thread exit to report. */
+  endedByStop: boolean;
+  /** Its log channel: records written on the thread go out through the user's logger. */
+  readonly log: ThreadLog;
 }
 
 export interface ThreadPoolStats {
@@ -119,13 +215,19 @@ export interface ThreadPoolStats {
   readonly dispatched: number;
   readonly settled: number;
   readonly threadExits: number;
+  /** Unstarted items sent to a second thread because the first was busy or overran (see the module comment). */
+  readonly takenBack: number;
   readonly perThread: ReadonlyArray<{ readonly index: number; readonly inflight: number; readonly appliedIndex: number }>;
 }
 
 export class ThreadPool {
   readonly #options: ThreadPoolOptions;
+  readonly #budgetMs: number;
+  /** Threads poll the board while idle (`idleSpinUs` > 0). */
+  readonly #polling: boolean;
   readonly #piscina: Piscina;
   readonly #board: ThreadBoard;
+  readonly #costs = new CostModel();
   readonly #channels: (Channel | undefined)[] = [];
   #queue: Pending[] = [];
   #queueHead = 0;
@@ -144,6 +246,7 @@ export class ThreadPool {
   #dispatched = 0;
   #settled = 0;
   #threadExits = 0;
+  #takenBack = 0;
   readonly #unsubscribe: () => void;
   readonly #loops = new Set<Promise<void>>();
   #readyWaiters: Array<() => void> = [];
@@ -154,11 +257,17 @@ export class ThreadPool {
   readonly #respawning = new Set<number>();
   /** Slot → generation whose cancel grace timer is armed (one timer per canceled item). */
   readonly #graceArmed = new Map<number, number>();
+  /** Module hooks each thread registers before importing user modules (main's TypeScript loader). */
+  readonly #moduleHooks: readonly ModuleRef[] = threadModuleHooks();
+  readonly #logs: ThreadLogSink;
 
   constructor(options: ThreadPoolOptions) {
     this.#options = options;
+    this.#budgetMs = options.holdBudgetMs ?? HOLD_BUDGET_MS;
+    this.#polling = (options.idleSpinUs ?? 0) > 0;
     this.#board = ThreadBoard.create(options.maxThreads);
     this.#board.publishCommittedIndex(options.state.index);
+    this.#logs = new ThreadLogSink(options.logger);
     this.#piscina = new Piscina({
       filename: new URL('../thread/entry.js', import.meta.url).href,
       minThreads: options.minThreads,
@@ -195,16 +304,15 @@ export class ThreadPool {
     return this.#channels.filter((c) => c !== undefined && !c.dead).length;
   }
 
-  /** Piscina's own view, for utilization reporting. */
-  get piscina(): Piscina {
-    return this.#piscina;
-  }
-
-  /** Sends an item to a thread; the promise settles exactly once, never rejects. */
-  dispatch(request: ItemRequest): Promise<Outcome> {
+  /**
+   * Sends an item to a thread; the promise settles exactly once, never rejects. `observer` is told when the item
+   * is seen to start.
+   */
+  dispatch(request: ItemRequest, observer?: StartObserver): Promise<Outcome> {
     return new Promise<Outcome>((resolve) => {
       request.seq = ++this.#seq;
-      const pending: Pending = { item: request, resolve };
+      const cost = request.kind === 'eval' ? this.#costs.forEvaluation(request.evaluation.type) : this.#costs.forRun(request.handler);
+      const pending = new Pending(request, resolve, observer, cost);
       this.#dispatched++;
       if (this.#stopping) {
         this.#settle(pending, { status: 'lost', error: new ThreadExitedError('Expected a running pool, but it is stopping') });
@@ -213,10 +321,12 @@ export class ThreadPool {
       if (!this.#coalescing && this.#queueHead === this.#queue.length) {
         const idle = this.#idleChannel();
         if (idle !== undefined) {
+          this.#assign(idle, pending);
           this.#send(idle, [pending]);
           return;
         }
       }
+      pending.queued = true;
       this.#queue.push(pending);
       this.#scheduleFlush();
     });
@@ -264,14 +374,17 @@ export class ThreadPool {
   stats(): ThreadPoolStats {
     const perThread = this.#channels
       .filter((c): c is Channel => c !== undefined && !c.dead)
-      .map((c) => ({ index: c.index, inflight: c.inflight.size, appliedIndex: this.appliedIndex(c.index) }));
+      .map((c) => ({ index: c.index, inflight: c.held.size, appliedIndex: this.appliedIndex(c.index) }));
+    let queued = 0;
+    for (let i = this.#queueHead; i < this.#queue.length; i++) if (!this.#queue[i]!.settled) queued++;
     return {
       threads: perThread.length,
       inflight: perThread.reduce((n, t) => n + t.inflight, 0),
-      queued: this.#queue.length - this.#queueHead,
+      queued,
       dispatched: this.#dispatched,
       settled: this.#settled,
       threadExits: this.#threadExits,
+      takenBack: this.#takenBack,
       perThread,
     };
   }
@@ -294,6 +407,7 @@ export class ThreadPool {
     for (const channel of this.#channels) {
       if (channel === undefined || channel.dead) continue;
       channel.terminatedFor ??= new ThreadExitedError('Expected a running pool, but it was stopped');
+      channel.endedByStop = true;
       channel.abort.abort();
     }
   }
@@ -303,8 +417,15 @@ export class ThreadPool {
     // A start() still waiting for its threads ends now (the engine sees the stop); it is only woken by events.
     this.#notifyReady();
     this.#unsubscribe();
-    const lost = (): ThreadExitedError => new ThreadExitedError('Expected a running pool, but it was stopped');
-    for (let i = this.#queueHead; i < this.#queue.length; i++) this.#settle(this.#queue[i]!, { status: 'lost', error: lost() });
+    const { slots } = this.#options;
+    for (let i = this.#queueHead; i < this.#queue.length; i++) {
+      const pending = this.#queue[i]!;
+      if (pending.settled) continue;
+      // One taken back from a busy thread is still in that thread's hands: make sure it never starts there.
+      if (pending.unstarted(slots)) slots.cancel(pending.item.slot, pending.item.generation);
+      else if (pending.holder !== undefined) continue; // a thread started it after all: it reports the outcome
+      this.#settle(pending, { status: 'lost', error: new ThreadExitedError('Expected a running pool, but it was stopped') });
+    }
     this.#queue = [];
     this.#queueHead = 0;
     if (force) this.#terminateAll();
@@ -312,6 +433,7 @@ export class ThreadPool {
     await Promise.allSettled([...this.#loops]);
     this.#destroyed = true;
     await this.#piscina.destroy();
+    this.#logs.close();
   }
 
   #spawn(index: number): void {
@@ -320,7 +442,9 @@ export class ThreadPool {
       index,
       port: port1,
       abort: new AbortController(),
-      inflight: new Map(),
+      held: new Map(),
+      assigned: 0,
+      loadMs: 0,
       changes: [],
       ready: false,
       booted: false,
@@ -328,6 +452,8 @@ export class ThreadPool {
       stopping: false,
       idleTimer: undefined,
       terminatedFor: undefined,
+      endedByStop: false,
+      log: this.#logs.open(index),
     };
     this.#channels[index] = channel;
     const init: ThreadInit = {
@@ -337,11 +463,13 @@ export class ThreadPool {
       schedulers: this.#options.schedulers,
       handlers: this.#options.handlers,
       full: this.#options.state.full(),
-      logLevel: this.#options.logger.level,
+      log: channel.log.init,
+      moduleHooks: this.#moduleHooks,
+      idleSpinUs: this.#options.idleSpinUs ?? 0,
     };
     port1.on('message', (message: ThreadToMain) => this.#onMessage(channel, message));
     const loop = this.#piscina
-      .run({ port: port2, init }, { transferList: [port2], signal: channel.abort.signal })
+      .run({ port: port2, init }, { transferList: [port2, init.log.port], signal: channel.abort.signal })
       .then(
         () => this.#onLoopEnd(channel, undefined),
         (error: unknown) => this.#onLoopEnd(channel, error),
@@ -357,6 +485,7 @@ export class ThreadPool {
     }
     switch (message.type) {
       case 'ready':
+        if (message.loadErrors !== undefined) this.#onLoadErrors(channel, message.loadErrors);
         channel.ready = true;
         channel.booted = true;
         this.#options.respawnBackoff.reset();
@@ -364,12 +493,12 @@ export class ThreadPool {
         this.#flush();
         // A thread that grew the pool for a backlog may find it gone by the time it is ready: it must still be
         // able to go idle, or it would stay above `minThreads` for good.
-        if (channel.inflight.size === 0) this.#armIdle(channel);
+        if (channel.held.size === 0) this.#armIdle(channel);
         return;
       case 'resync': {
         const full = this.#options.state.full();
         channel.changes = [];
-        channel.port.postMessage({ type: 'reset', full } satisfies MainToThread);
+        this.#post(channel, { type: 'reset', full } satisfies MainToThread);
         return;
       }
       default:
@@ -377,17 +506,50 @@ export class ThreadPool {
     }
   }
 
+  /**
+   * A thread could not load some registered module: during `start()` that fails the start (the deployment is broken:
+   * every evaluation of that type would be nacked until it lands in `_failed`); later (a replaced or added thread) it
+   * is reported. The thread serves all the same: its other modules work, and the broken one fails each item with
+   * the same error.
+   */
+  #onLoadErrors(channel: Channel, failures: readonly ModuleLoadFailure[]): void {
+    for (const f of failures) {
+      const module = { kind: f.kind, name: f.name, url: f.url, exportName: f.exportName, threadIndex: channel.index };
+      const error = new ModuleLoadError(module, fromWire(f.error));
+      if (this.#starting) {
+        this.#bootFailure ??= error;
+        continue;
+      }
+      this.#options.logger.error({ thread: channel.index, err: error }, 'a pool thread could not load a registered module');
+      this.#options.onModuleError?.(channel.index, error);
+    }
+  }
+
   #onResults(channel: Channel, message: ResultMessage): void {
     let count = 0;
-    forEachResult(message, (seq, status, extra, number) => {
+    forEachResult(message, (seq, status, extra, number, ms) => {
       count++;
-      const pending = channel.inflight.get(seq);
+      const pending = channel.held.get(seq);
       if (pending === undefined) return;
-      channel.inflight.delete(seq);
-      this.#settle(pending, toOutcome(status, extra, number));
+      if (status !== 'not-started') {
+        pending.cost.observe(ms);
+        this.#settle(pending, toOutcome(status, extra, number));
+        return;
+      }
+      channel.held.delete(seq);
+      pending.removeHolder(channel);
+      if (pending.assigned === channel) this.#unassign(pending);
+      // Nobody else has it, so nobody started it: it was canceled before it could start.
+      if (pending.holder === undefined && !pending.queued) this.#settle(pending, { status: 'canceled' });
     });
-    if (channel.inflight.size === 0) this.#armIdle(channel);
+    // The thread sent these results before starting what it holds next: that item is starting now.
+    const next = this.#firstAssigned(channel);
+    if (next !== undefined) this.#markStarted(next);
+    if (channel.held.size === 0) this.#armIdle(channel);
     if (this.#queueHead < this.#queue.length) this.#flush();
+    // Idle with nothing queued: the work these results release (the workers' next dispatches) arrives after this
+    // turn, so taking items from a busy thread waits for the next flush, where that new work goes first.
+    else if (channel.assigned === 0) this.#scheduleFlush();
     if (count > 1) {
       this.#coalescing = true;
       this.#scheduleFlush();
@@ -399,27 +561,41 @@ export class ThreadPool {
     channel.ready = false;
     if (channel.idleTimer !== undefined) this.#options.clock.clearTimer(channel.idleTimer);
     channel.port.close();
+    channel.log.close();
     if (this.#channels[channel.index] === channel) this.#channels[channel.index] = undefined;
-    const held = [...channel.inflight.values()];
-    channel.inflight.clear();
-    if (error !== undefined || held.length > 0) {
-      this.#threadExits++;
-      const reason = channel.terminatedFor ?? this.#describeExit(channel, error);
-      if (held.length > 0) this.#options.logger.warn({ thread: channel.index, items: held.length, err: reason }, 'pool thread ended holding work');
-      // Only an item the thread started can have ended it, or be half done. One still `CLAIMED` at its generation
-      // never ran (the thread starts an item with a CAS from that word): it goes back to the front of the queue.
-      const { slots } = this.#options;
+    const held = [...channel.held.values()];
+    channel.held.clear();
+    let heldItems = 0;
+    let requeued = 0;
+    if (held.length > 0) {
       const requeue: Pending[] = [];
+      const reason = channel.terminatedFor ?? this.#describeExit(channel, error);
       for (const pending of held) {
-        const { slot, generation } = pending.item;
-        if (!this.#stopping && slots.state(slot) === SlotState.CLAIMED && slots.generation(slot) === generation) requeue.push(pending);
+        pending.removeHolder(channel);
+        if (pending.assigned === channel) this.#unassign(pending);
+        const fate = this.#fateOf(pending, channel);
+        if (fate === 'elsewhere') continue;
+        heldItems++;
+        if (fate === 'unstarted' && !this.#stopping) {
+          requeued++;
+          pending.startedPerf = Number.NaN;
+          if (!pending.queued) requeue.push(pending);
+        } else if (fate === 'canceled') this.#settle(pending, { status: 'canceled' });
         else this.#settle(pending, { status: 'lost', error: reason });
       }
+      if (heldItems > 0) this.#options.logger.warn({ thread: channel.index, items: heldItems, err: reason }, 'pool thread ended holding work');
       if (requeue.length > 0) {
+        for (const pending of requeue) pending.queued = true;
         this.#queue.splice(this.#queueHead, 0, ...requeue);
         this.#scheduleFlush();
       }
-      this.#options.onThreadExit?.({ threadIndex: channel.index, reason, heldItems: held.length, requeuedItems: requeue.length });
+    }
+    if (error !== undefined || heldItems > 0) {
+      this.#threadExits++;
+      const reason = channel.terminatedFor ?? this.#describeExit(channel, error);
+      if (!channel.endedByStop) {
+        this.#options.onThreadExit?.({ threadIndex: channel.index, reason, heldItems, requeuedItems: requeued });
+      }
     }
     if (this.#starting && !channel.booted && error !== undefined) {
       this.#bootFailure ??= channel.terminatedFor ?? this.#describeExit(channel, error);
@@ -428,6 +604,31 @@ export class ThreadPool {
     }
     if (!this.#stopping && !channel.stopping) this.#respawn(channel);
     else if (!this.#stopping && this.#queueHead < this.#queue.length) this.#flush();
+  }
+
+  /**
+   * What becomes of an unsettled item a dead thread held: it ran there (`lost`), never started anywhere and is
+   * with no other thread (`unstarted`: dispatch it again), was canceled before any start (`canceled`), or another
+   * thread that was sent it too runs it or will (`elsewhere`).
+   */
+  #fateOf(pending: Pending, dead: Channel): 'lost' | 'unstarted' | 'canceled' | 'elsewhere' {
+    const { slots } = this.#options;
+    const { slot, generation } = pending.item;
+    const current = slots.generation(slot) === generation;
+    const state = slots.state(slot);
+    const owner = slots.owner(slot);
+    if (current && (state === SlotState.RUNNING || state === SlotState.CANCEL) && owner === dead.index + 1) {
+      // It finished there and only its result died with the thread (it waited in the outbox behind the item that
+      // ended the thread): it did nothing wrong, so it runs again as if it had never started.
+      if (state === SlotState.RUNNING && slots.phase(slot) === ThreadPhase.FINISHED && slots.unstart(slot, generation)) {
+        return pending.holder !== undefined || pending.queued ? 'elsewhere' : 'unstarted';
+      }
+      return 'lost';
+    }
+    if (pending.holder !== undefined || pending.queued) return 'elsewhere';
+    if (current && state === SlotState.CLAIMED) return 'unstarted';
+    if (current && state === SlotState.CANCEL && owner === 0) return 'canceled';
+    return 'lost';
   }
 
   /**
@@ -468,13 +669,81 @@ export class ThreadPool {
   }
 
   #settle(pending: Pending, outcome: Outcome): void {
+    if (pending.settled) return;
+    pending.settled = true;
+    const seq = pending.item.seq;
+    if (pending.holder !== undefined) {
+      pending.holder.held.delete(seq);
+      if (pending.moreHolders !== undefined) for (const channel of pending.moreHolders) channel.held.delete(seq);
+    }
+    if (pending.assigned !== undefined) this.#unassign(pending);
     this.#settled++;
     pending.resolve(outcome);
   }
 
+  #assign(channel: Channel, pending: Pending): void {
+    pending.queued = false;
+    pending.assigned = channel;
+    pending.predictedMs = pending.cost.ms;
+    channel.loadMs += pending.predictedMs;
+    // Nothing else assigned to it: the thread starts this item as soon as the message arrives.
+    if (channel.assigned++ === 0) this.#markStarted(pending);
+  }
+
+  #unassign(pending: Pending): void {
+    const channel = pending.assigned!;
+    pending.assigned = undefined;
+    // Reset when empty, so that the float sum cannot drift over millions of items.
+    channel.loadMs = --channel.assigned === 0 ? 0 : channel.loadMs - pending.predictedMs;
+  }
+
+  #markStarted(pending: Pending): void {
+    if (!Number.isNaN(pending.startedPerf)) return;
+    pending.startedPerf = performance.now();
+    pending.observer?.itemStarted(this.#options.clock.now());
+  }
+
+  /** The first item assigned to `channel` in its order: the one it runs now (or starts next). */
+  #firstAssigned(channel: Channel): Pending | undefined {
+    if (channel.assigned === 0) return undefined;
+    for (const pending of channel.held.values()) if (pending.assigned === channel) return pending;
+    return undefined;
+  }
+
+  /** Whether a thread can take `pending` now: it has nothing assigned, or the item fits its budget. */
+  #hasRoom(channel: Channel, predictedMs: number, overrun: boolean): boolean {
+    if (channel.assigned === 0) return true;
+    return !overrun && channel.assigned < this.#options.batchSize && channel.loadMs + predictedMs <= this.#budgetMs;
+  }
+
+  /** Its running item has overrun its prediction by more than the budget: what waits behind it may wait long. */
+  #overran(channel: Channel, now: number): boolean {
+    if (channel.assigned < 2) return false;
+    const running = this.#firstAssigned(channel);
+    return running !== undefined && now - running.startedPerf > running.predictedMs + this.#budgetMs;
+  }
+
+  /**
+   * Takes the unstarted items assigned to `from` (all but its first, which it runs) back from it, at most `limit`,
+   * oldest first. They stay in its hands too: whichever thread starts one first runs it.
+   */
+  #takeBack(from: Channel, limit: number): Pending[] {
+    const taken: Pending[] = [];
+    const running = this.#firstAssigned(from);
+    for (const pending of from.held.values()) {
+      if (taken.length >= limit) break;
+      if (pending === running || pending.assigned !== from || !pending.unstarted(this.#options.slots)) continue;
+      this.#unassign(pending);
+      pending.startedPerf = Number.NaN;
+      taken.push(pending);
+    }
+    this.#takenBack += taken.length;
+    return taken;
+  }
+
   #idleChannel(): Channel | undefined {
     for (const channel of this.#channels) {
-      if (channel !== undefined && channel.ready && !channel.stopping && channel.inflight.size === 0) return channel;
+      if (channel !== undefined && channel.ready && !channel.stopping && channel.assigned === 0) return channel;
     }
     return undefined;
   }
@@ -490,30 +759,56 @@ export class ThreadPool {
   }
 
   #flush(): void {
-    const { batchSize } = this.#options;
     const open = this.#channels.filter((c): c is Channel => c !== undefined && c.ready && !c.stopping);
-    const waiting = this.#queue.length - this.#queueHead;
-    if (waiting > 0 && open.length > 0) {
-      // Water-fill: each item goes to the thread with the fewest items in flight, counting what this flush already
-      // gave it; then ONE message per thread. (Splitting the queue into shares recomputed after each send sent the
-      // least-loaded thread halves of halves: 20, 10, 5, … items, a message each.)
-      const load = open.map((c) => c.inflight.size);
-      const give = open.map(() => 0);
-      for (let n = 0; n < waiting; n++) {
-        let best = -1;
-        for (let i = 0; i < open.length; i++) if (load[i]! < batchSize && (best < 0 || load[i]! < load[best]!)) best = i;
-        if (best < 0) break;
-        load[best]!++;
-        give[best]!++;
-      }
-      let at = this.#queueHead;
-      for (let i = 0; i < open.length; i++) {
-        if (give[i] === 0) continue;
-        this.#send(open[i]!, this.#queue.slice(at, at + give[i]!));
-        at += give[i]!;
-      }
-      this.#queueHead = at;
+    if (open.length === 0) return;
+    const now = performance.now();
+    // Only worth knowing where another thread could take the items: a second thread, or one the pool may start.
+    const alone = open.length === 1 && this.#options.maxThreads === 1;
+    const overrun = open.map((c) => !alone && this.#overran(c, now));
+    // Items stuck behind an overrunning item go back to the front of the queue: they are older than what waits there.
+    const stuck: Pending[] = [];
+    for (let i = 0; i < open.length; i++) if (overrun[i]) stuck.push(...this.#takeBack(open[i]!, Number.POSITIVE_INFINITY));
+    if (stuck.length > 0) {
+      for (const pending of stuck) pending.queued = true;
+      this.#queue.splice(this.#queueHead, 0, ...stuck);
     }
+    const give: Pending[][] = open.map(() => []);
+    const { slots } = this.#options;
+    // Each item goes to the thread with the least predicted work that has room for it; then ONE message per thread.
+    while (this.#queueHead < this.#queue.length) {
+      const pending = this.#queue[this.#queueHead]!;
+      // Taken back from a thread that has since started it (or canceled before any start): its holder reports it.
+      if (pending.settled || (pending.holder !== undefined && !pending.unstarted(slots))) {
+        pending.queued = false;
+        this.#queueHead++;
+        continue;
+      }
+      const predicted = pending.cost.ms;
+      let best = -1;
+      for (let i = 0; i < open.length; i++) {
+        const c = open[i]!;
+        if (!this.#hasRoom(c, predicted, overrun[i]!)) continue;
+        if (best < 0 || c.loadMs < open[best]!.loadMs) best = i;
+      }
+      if (best < 0) break;
+      this.#assign(open[best]!, pending);
+      give[best]!.push(pending);
+      this.#queueHead++;
+    }
+    // The queue is empty: an idle thread takes unstarted items from a busy one rather than wait beside it.
+    if (this.#queueHead === this.#queue.length) {
+      for (let i = 0; i < open.length; i++) {
+        const idle = open[i]!;
+        if (idle.assigned !== 0) continue;
+        const busiest = this.#busiest(open, idle);
+        if (busiest === undefined) break;
+        for (const pending of this.#takeBack(busiest, Math.max(1, Math.floor((busiest.assigned - 1) / 2)))) {
+          this.#assign(idle, pending);
+          give[i]!.push(pending);
+        }
+      }
+    }
+    for (let i = 0; i < open.length; i++) if (give[i]!.length > 0) this.#send(open[i]!, give[i]!);
     if (this.#queueHead === this.#queue.length) {
       this.#queue = [];
       this.#queueHead = 0;
@@ -526,35 +821,42 @@ export class ThreadPool {
     if (this.#queueHead < this.#queue.length) this.#maybeGrow();
   }
 
+  /** The thread (other than `except`) with the most unstarted items assigned behind the one it runs. */
+  #busiest(open: readonly Channel[], except: Channel): Channel | undefined {
+    let busiest: Channel | undefined;
+    for (const c of open) if (c !== except && c.assigned > 1 && (busiest === undefined || c.assigned > busiest.assigned)) busiest = c;
+    return busiest;
+  }
+
   #send(channel: Channel, batch: readonly Pending[]): void {
     if (channel.idleTimer !== undefined) {
       this.#options.clock.clearTimer(channel.idleTimer);
       channel.idleTimer = undefined;
     }
-    // One pass registers each item in flight and collects what is sent.
+    // One pass registers each item with the thread and collects what is sent.
     const items = new Array<WorkItem>(batch.length);
     for (let i = 0; i < batch.length; i++) {
       const p = batch[i]!;
-      channel.inflight.set(p.item.seq, p);
+      channel.held.set(p.item.seq, p);
+      p.addHolder(channel);
       items[i] = p.item;
     }
     const changes = channel.changes;
     channel.changes = [];
     try {
-      channel.port.postMessage(encodeWork(changes, items));
+      this.#post(channel, encodeWork(changes, items));
     } catch {
       // Something in the batch cannot be cloned; send the commits alone, then each item alone, failing only the
       // items that cannot cross.
-      if (changes.length > 0) channel.port.postMessage(encodeWork(changes, []));
+      if (changes.length > 0) this.#post(channel, encodeWork(changes, []));
       for (const p of batch) {
         try {
-          channel.port.postMessage(encodeWork([], [p.item]));
+          this.#post(channel, encodeWork([], [p.item]));
         } catch (cloneError) {
-          channel.inflight.delete(p.item.seq);
           this.#settle(p, { status: 'error', error: uncloneableItemError(p.item, cloneError), retryable: false });
         }
       }
-      if (channel.inflight.size === 0) this.#armIdle(channel);
+      if (channel.held.size === 0) this.#armIdle(channel);
     }
   }
 
@@ -586,7 +888,7 @@ export class ThreadPool {
     if (this.#serving() <= this.#options.minThreads) return;
     channel.idleTimer = this.#options.clock.setTimer(() => {
       channel.idleTimer = undefined;
-      if (channel.dead || channel.stopping || channel.inflight.size > 0) return;
+      if (channel.dead || channel.stopping || channel.held.size > 0) return;
       if (this.#serving() <= this.#options.minThreads) return;
       this.#stopChannel(channel);
     }, this.#options.idleTimeoutMs, { unref: true });
@@ -594,7 +896,13 @@ export class ThreadPool {
 
   #stopChannel(channel: Channel): void {
     channel.stopping = true;
-    channel.port.postMessage({ type: 'stop' } satisfies MainToThread);
+    this.#post(channel, { type: 'stop' } satisfies MainToThread);
+  }
+
+  /** Every message to a thread goes through here: a thread polling for work sees the board move. */
+  #post(channel: Channel, message: MainToThread): void {
+    channel.port.postMessage(message);
+    if (this.#polling) this.#board.ring(channel.index);
   }
 
   #onCommit(change: ChangeSet): void {
@@ -649,7 +957,7 @@ function uncloneableItemError(item: WorkItem, cause: unknown): TickpoolError {
 /** The common outcome (a scheduler that returned nothing without waiting), shared instead of allocated per item. */
 const OK_EMPTY: Outcome = Object.freeze({ status: 'ok', value: undefined, waitedMs: 0 });
 
-function toOutcome(status: ItemOutcome['status'], extra: unknown, number: number): Outcome {
+function toOutcome(status: Exclude<ItemOutcome['status'], 'not-started'>, extra: unknown, number: number): Outcome {
   switch (status) {
     case 'ok':
       return extra === undefined && number === 0 ? OK_EMPTY : { status: 'ok', value: extra, waitedMs: number };

@@ -71,24 +71,32 @@ export function decodeWork(message: WorkMessage, onChange: (change: ChangeSet) =
   return count;
 }
 
-const RESULT_STRIDE = 4;
+const RESULT_STRIDE = 5;
 const STATUS_OK = 0;
 const STATUS_ERROR = 1;
 const STATUS_CANCELED = 2;
+const STATUS_NOT_STARTED = 3;
+const STATUSES: readonly ItemOutcome['status'][] = ['ok', 'error', 'canceled', 'not-started'];
 
-/** The number slot holds waitedMs (ok) or retryable as 0/1 (error); extra holds the value (ok) or error. */
+/**
+ * `[seq, status, number, extra, ms]` per outcome. The number slot holds waitedMs (ok) or retryable as 0/1 (error);
+ * extra holds the value (ok) or error; ms is how long the item held the thread.
+ */
 export function encodeResults(outcomes: readonly ItemOutcome[]): ResultMessage {
   const out: unknown[] = [];
   for (const o of outcomes) {
     switch (o.status) {
       case 'ok':
-        out.push(o.seq, STATUS_OK, o.waitedMs, o.value);
+        out.push(o.seq, STATUS_OK, o.waitedMs, o.value, o.ms);
         break;
       case 'error':
-        out.push(o.seq, STATUS_ERROR, o.retryable ? 1 : 0, o.error);
+        out.push(o.seq, STATUS_ERROR, o.retryable ? 1 : 0, o.error, o.ms);
         break;
       case 'canceled':
-        out.push(o.seq, STATUS_CANCELED, 0, undefined);
+        out.push(o.seq, STATUS_CANCELED, 0, undefined, o.ms);
+        break;
+      case 'not-started':
+        out.push(o.seq, STATUS_NOT_STARTED, 0, undefined, 0);
         break;
     }
   }
@@ -98,12 +106,11 @@ export function encodeResults(outcomes: readonly ItemOutcome[]): ResultMessage {
 /** Calls `visit` for each outcome of the message, in order, without building intermediate objects. */
 export function forEachResult(
   message: ResultMessage,
-  visit: (seq: number, status: ItemOutcome['status'], extra: unknown, number: number) => void,
+  visit: (seq: number, status: ItemOutcome['status'], extra: unknown, number: number, ms: number) => void,
 ): void {
   for (let at = 0; at + RESULT_STRIDE <= message.length; at += RESULT_STRIDE) {
-    const code = message[at + 1];
-    const status = code === STATUS_OK ? 'ok' : code === STATUS_ERROR ? 'error' : 'canceled';
-    visit(message[at] as number, status, message[at + 3], message[at + 2] as number);
+    const status = STATUSES[message[at + 1] as number] ?? 'not-started';
+    visit(message[at] as number, status, message[at + 3], message[at + 2] as number, message[at + 4] as number);
   }
 }
 

@@ -50,6 +50,10 @@ export function slotIndex(slot: number, field: number): number {
   return slot * SLOT_INT32S + field;
 }
 
-/** What a thread is doing with the item in a slot (the `PHASE` field), so main can report worker activity. */
-export const ThreadPhase = Object.freeze({ NONE: 0, WAITING_FOR_INDEX: 1, SCHEDULING: 2, RUNNING_TASK: 3 });
+/**
+ * What a thread is doing with the item in a slot (the `PHASE` field), so main can report worker activity. `FINISHED`:
+ * the item's code has returned and its result waits to be sent; if the thread dies before sending it, the item
+ * did no harm and is run again rather than counted lost.
+ */
+export const ThreadPhase = Object.freeze({ NONE: 0, WAITING_FOR_INDEX: 1, SCHEDULING: 2, RUNNING_TASK: 3, FINISHED: 4 });
 export type ThreadPhaseValue = (typeof ThreadPhase)[keyof typeof ThreadPhase];

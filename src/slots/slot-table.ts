@@ -189,6 +189,22 @@ export class SlotTable {
     return true;
   }
 
+  /**
+   * Main: `RUNNING→CLAIMED` for `generation`, as if the item had never started. Only for an item whose thread died
+   * after finishing it but before sending its result: nothing else can touch the word then, and the item is
+   * dispatched again. False when the slot is not running at that generation.
+   */
+  unstart(slot: number, generation: number): boolean {
+    const at = this.#at(slot, SlotField.WORD);
+    const expected = packWord(SlotState.RUNNING, generation);
+    if (Atomics.compareExchange(this.#words, at, expected, packWord(SlotState.CLAIMED, generation)) !== expected) return false;
+    // `slot` was checked above.
+    Atomics.store(this.#words, slotIndex(slot, SlotField.HEARTBEAT), 0);
+    Atomics.store(this.#words, slotIndex(slot, SlotField.OWNER), 0);
+    Atomics.store(this.#words, slotIndex(slot, SlotField.PHASE), ThreadPhase.NONE);
+    return true;
+  }
+
   /** Main: `CLAIMED|RUNNING→CANCEL` for `generation`. False when the slot is idle, already canceled or stale. */
   cancel(slot: number, generation: number): boolean {
     const at = this.#at(slot, SlotField.WORD);

@@ -74,19 +74,6 @@ export interface Plan {
   readonly allAtOnce?: boolean;
 }
 
-/**
- * What a scheduler returns (or `undefined`, for nothing to write): the writes of a plan, and a `value` for whoever
- * awaits the evaluation (`engine.run`, `handle.done`). The value travels with the plan and is released only once the
- * plan has committed; after a plan refresh, the value of the attempt that committed wins. `{ writes: [], value }`
- * writes nothing. It must be structured-cloneable (it comes back from a pool thread).
- */
-export interface SchedulerPlan<V = unknown> {
-  readonly writes: readonly PlanWrite[];
-  /** When true, any rejected write rejects the whole plan (Nomad's gang commit). */
-  readonly allAtOnce?: boolean;
-  readonly value?: V;
-}
-
 export interface PlanResult {
   /** Index of the commit; 0 when nothing was committed. */
   readonly index: number;

@@ -35,7 +35,10 @@ export class ActiveRun {
   timer: TimerHandle | undefined;
   backoff: Backoff | undefined;
   canceled = false;
+  /** When the first attempt's code began (the executor said so), or when it was handed over if it never said. */
   startedAt: number | undefined;
+  /** When the first attempt was handed to the executor. */
+  handedAt: number | undefined;
 
   constructor(index: number, epoch: number, task: Task, slot: number, generation: number) {
     this.index = index;

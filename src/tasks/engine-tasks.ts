@@ -17,7 +17,7 @@ import { MemoryDesiredState, putTaskUndoably } from './memory-desired-state.js';
 import { MemoryRunLog } from './memory-run-log.js';
 import { PoolExecutor } from './pool-executor.js';
 import type { TaskSchedulerEvents } from './scheduler-events.js';
-import type { Task } from './task.js';
+import type { Task, TaskInput, TaskMeta } from './task.js';
 import { TaskScheduler, type SchedulerStateValue, type TaskSchedulerStats, type TaskStats } from './task-scheduler.js';
 import type { ForcedRun } from './types.js';
 
@@ -84,10 +84,11 @@ export class EngineTasks {
   /**
    * Stores the task (validated synchronously) and claims it. Returns the validated task. When the claim fails (the
    * slot table cannot hold `maxConcurrency` more slots) the store is left as it was: a task that was not stored is
-   * removed, one that was (unclaimed) is put back with its progress.
+   * removed, one that was (unclaimed) is put back with its progress. Typed as `TaskInput` for callers; checked at run
+   * time all the same (`InvalidTaskError`), for callers the compiler does not see.
    */
-  add(task: unknown, meta?: unknown): Task {
-    const id = (task as { id?: unknown } | null)?.id;
+  add(task: TaskInput, meta?: TaskMeta): Task {
+    const id = (task as { id?: unknown } | null | undefined)?.id;
     if (typeof id === 'string' && this.#scheduler.taskStats(id)?.state === 'claimed') throw new TaskAlreadyClaimedError(id);
     const put = putTaskUndoably(this.desiredState, task, meta);
     try {

@@ -42,6 +42,7 @@ export class PoolExecutor implements Executor {
       this.#metrics.settled({ status: 'error', error, retryable: false });
       return new PoolRunPromise(run, Promise.resolve({ status: 'error', error, retryable: false }), () => false);
     }
+    const started = context.started;
     const outcome = this.#pool.dispatch({
       kind: 'run',
       seq: 0,
@@ -51,7 +52,7 @@ export class PoolExecutor implements Executor {
       run: { taskId: run.taskId, runId: run.runId, scheduledFor: run.scheduledFor, runAt: run.runAt },
       handler: task.handler,
       payload: task.payload,
-    });
+    }, started === undefined ? undefined : { itemStarted: started });
     this.#metrics.started();
     void outcome.then((o) => this.#metrics.settled(o));
     return new PoolRunPromise(run, outcome, () => this.#pool.cancel(slot.slot, slot.generation));

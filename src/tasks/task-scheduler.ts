@@ -12,7 +12,7 @@ import {
   UserCodeError,
 } from '../errors.js';
 import { TypedEmitter } from '../events.js';
-import type { Logger } from '../observability/logger.js';
+import { childLogger, type Logger } from '../observability/logger.js';
 import type { Registry } from '../observability/metrics.js';
 import type { SlotTable } from '../slots/slot-table.js';
 import { ActiveRun, RunPhase, TaskActivity } from './active-run.js';
@@ -131,7 +131,7 @@ export class TaskScheduler {
     this.#o = resolveTaskSchedulerOptions(options);
     this.#clock = this.#o.clock;
     this.#slots = this.#o.slots;
-    this.#logger = this.#o.logger.child({ svc: 'tasks/scheduler' });
+    this.#logger = childLogger(this.#o.logger, { component: 'task-scheduler' });
     this.#metrics = new SchedulerMetrics(this.#o.registry, this);
     this.#now = this.#o.now;
     this.events = new TypedEmitter<TaskSchedulerEvents>(() => this.#logger);
@@ -504,9 +504,8 @@ export class TaskScheduler {
     const now = this.#latestNow();
     let delayMs = 0;
     if (run.attempt === 1) {
-      run.startedAt = now;
+      run.handedAt = now;
       delayMs = now - queued.runAt;
-      this.#metrics.scheduleDelay.observe(Math.max(0, delayMs) / 1000);
     }
     this.#write(run, RunStatus.STARTED, now, undefined, undefined);
     if (this.events.hasListeners('task:run:start')) {
@@ -531,6 +530,7 @@ export class TaskScheduler {
         task: run.task,
         slot: { table: this.#slots, slot: run.slot, generation: run.generation },
         attempt: run.attempt,
+        ...(run.attempt === 1 ? { started: (at: number) => this.#runStarted(run, at) } : {}),
       });
     } catch (error) {
       this.#executeFailed(run, error);
@@ -584,6 +584,13 @@ export class TaskScheduler {
       (error) => this.#attemptEnded(run, isRunCanceled(error) ? CANCELED : { error: toError(error), retryable: true }, promise),
       this.#internalHandler,
     );
+  }
+
+  /** The first attempt's code began: the schedule delay is how late that was. */
+  #runStarted(run: ActiveRun, at: number): void {
+    if (run.startedAt !== undefined || run.run === undefined) return;
+    run.startedAt = at;
+    this.#metrics.scheduleDelay.observe(Math.max(0, at - run.run.runAt) / 1000);
   }
 
   /** An attempt's `wait()` settled: end the run, or retry it. */
@@ -687,6 +694,8 @@ export class TaskScheduler {
       }
       const now = this.#latestNow();
       this.#write(run, final, now, cause, value);
+      // An executor that never said when the run began: it began when it was handed over.
+      if (run.startedAt === undefined && run.handedAt !== undefined) this.#runStarted(run, run.handedAt);
       this.#metrics.runEnded(final, run.startedAt === undefined ? undefined : now - run.startedAt);
       this.#afterStop(stopped, () => this.#runStopped(run, final, cause, value));
     };

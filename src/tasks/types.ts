@@ -79,6 +79,13 @@ export interface ExecuteContext {
   readonly slot: RunSlot;
   /** 1 for the first attempt, 2 for the first retry, … */
   readonly attempt: number;
+  /**
+   * An executor that queues runs (the pool executor: a run may wait for a free thread) calls this when the run's
+   * code begins, with the scheduler clock's time, so that the schedule delay and the run's duration count from the
+   * start of the work rather than from the hand-off. An executor that never calls it has its runs start at the
+   * hand-off.
+   */
+  readonly started?: (at: number) => void;
 }
 
 /**

@@ -2,21 +2,28 @@
  * Loads user modules (schedulers, task handlers) on a pool thread. Only modules registered on main by name are
  * ever loaded: the name comes from the evaluation's `type` or the task's `handler`, the URL from the engine options,
  * never from evaluation data.
+ *
+ * A module that cannot be loaded (its import throws, or it exports no function under its export name) fails as a
+ * `ModuleLoadError`, both when the thread preloads every module at start (main is told in the thread's `ready`
+ * message, and `engine.start()` rejects with it) and for each item that needs it afterwards.
  */
-import { UnknownHandlerError, UnknownSchedulerError, InvalidArgumentError } from '../errors.js';
-import type { ModuleRef } from '../pool/messages.js';
+import { InvalidArgumentError, ModuleLoadError, UnknownHandlerError, UnknownSchedulerError, toWire } from '../errors.js';
+import type { Logger } from '../observability/logger.js';
+import type { ModuleLoadFailure, ModuleRef } from '../pool/messages.js';
 
 export type UserFunction = (input: unknown, ctx: unknown) => unknown;
 
 export class ModuleTable {
   readonly #refs: Readonly<Record<string, ModuleRef>>;
   readonly #kind: 'scheduler' | 'handler';
+  readonly #threadIndex: number;
   readonly #loaded = new Map<string, UserFunction>();
   readonly #loading = new Map<string, Promise<UserFunction>>();
 
-  constructor(refs: Readonly<Record<string, ModuleRef>>, kind: 'scheduler' | 'handler') {
+  constructor(refs: Readonly<Record<string, ModuleRef>>, kind: 'scheduler' | 'handler', threadIndex: number) {
     this.#refs = refs;
     this.#kind = kind;
+    this.#threadIndex = threadIndex;
   }
 
   /** The loaded function, or undefined when it still has to be imported (then call `load`). */
@@ -42,9 +49,22 @@ export class ModuleTable {
     return pending;
   }
 
-  /** Imports every registered module (at thread start, so the first item does not pay for it). */
-  async preload(): Promise<void> {
-    await Promise.allSettled(Object.keys(this.#refs).map((name) => this.load(name)));
+  /**
+   * Imports every registered module (at thread start, so the first item does not pay for it) and returns the ones
+   * that failed, with the error of each.
+   */
+  async preload(): Promise<ModuleLoadFailure[]> {
+    const names = Object.keys(this.#refs);
+    const results = await Promise.allSettled(names.map((name) => this.load(name)));
+    const failures: ModuleLoadFailure[] = [];
+    results.forEach((result, i) => {
+      if (result.status === 'fulfilled') return;
+      const ref = this.#refs[names[i]!]!;
+      const reason: unknown = result.reason;
+      const error = reason instanceof ModuleLoadError ? reason.cause : reason;
+      failures.push({ kind: this.#kind, name: names[i]!, url: ref.url, exportName: ref.exportName, error: toWire(error) });
+    });
+    return failures;
   }
 
   async #import(name: string): Promise<UserFunction> {
@@ -53,11 +73,33 @@ export class ModuleTable {
       const known = Object.keys(this.#refs);
       throw this.#kind === 'scheduler' ? new UnknownSchedulerError(name, known) : new UnknownHandlerError(name, known);
     }
-    const module = (await import(ref.url)) as Record<string, unknown>;
-    const fn = module[ref.exportName];
+    const module = { kind: this.#kind, name, url: ref.url, exportName: ref.exportName, threadIndex: this.#threadIndex };
+    let namespace: Record<string, unknown>;
+    try {
+      namespace = (await import(ref.url)) as Record<string, unknown>;
+    } catch (error) {
+      throw new ModuleLoadError(module, error);
+    }
+    const fn = namespace[ref.exportName];
     if (typeof fn !== 'function') {
-      throw new InvalidArgumentError(`${this.#kind}s.${name}`, `a module exporting a function as \`${ref.exportName}\` (${ref.url})`, fn);
+      throw new ModuleLoadError(module, new InvalidArgumentError(`${this.#kind}s.${name}`, `a module exporting a function as \`${ref.exportName}\``, fn));
     }
     return fn as UserFunction;
+  }
+}
+
+/**
+ * Registers the module hooks main asked for (see `src/pool/module-hooks.ts`) on this thread, before any user module
+ * is imported: a module whose import failed for want of them stays failed in this thread's module cache. A hook
+ * that cannot be registered is logged; the modules that needed it then fail to load and are reported as such.
+ */
+export async function registerModuleHooks(hooks: readonly ModuleRef[], logger: Logger): Promise<void> {
+  for (const hook of hooks) {
+    try {
+      const namespace = (await import(hook.url)) as Record<string, unknown>;
+      (namespace[hook.exportName] as () => unknown)();
+    } catch (error) {
+      logger.warn({ err: error, hook: hook.url }, 'could not register the module hooks of the main thread on this pool thread');
+    }
   }
 }

@@ -22,7 +22,6 @@
  */
 import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import { performance } from 'node:perf_hooks';
-import { pino } from 'pino';
 import { CanceledError, UserCodeError, toWire } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { ItemOutcome, MainToThread, ThreadInit, ThreadToMain, WorkItem } from '../pool/messages.js';
@@ -35,7 +34,8 @@ import { ThreadBoard } from '../pool/thread-board.js';
 import { decodeWork, encodeResults } from '../pool/wire.js';
 import { ThreadWorkContext, type ThreadServices } from './context.js';
 import { IndexWaiter } from './index-waiter.js';
-import { ModuleTable, type UserFunction } from './modules.js';
+import { createThreadLogger } from './log-forwarder.js';
+import { ModuleTable, registerModuleHooks, type UserFunction } from './modules.js';
 
 /** Longest a finished result waits in the outbox while tiny items run after it. */
 const FLUSH_AFTER_MS = 1;
@@ -78,6 +78,11 @@ export class ThreadLoop {
   /** When the last item ended (one clock read per item serves busy time and the flush decision). */
   #lastItemEnd = 0;
   #awaitingReset = false;
+  /** `idleSpinUs` in ms: how long to poll for work once out of it (0: never). */
+  readonly #pollMs: number;
+  /** The board's `POSTED` count for this thread as of the last pull while polling. */
+  #seenPosted = 0;
+  #stopRequested = false;
   #stopped: (() => void) | undefined;
   readonly #services: ThreadServices;
   readonly #applyChangeFn = (change: ChangeSet): void => this.#applyChange(change);
@@ -88,9 +93,10 @@ export class ThreadLoop {
     this.#slots = SlotTable.attach(init.slotBuffer);
     this.#board = ThreadBoard.attach(init.boardBuffer);
     this.#waiter = new IndexWaiter(() => this.#replica.appliedIndex);
-    this.#schedulers = new ModuleTable(init.schedulers, 'scheduler');
-    this.#handlers = new ModuleTable(init.handlers, 'handler');
-    this.#logger = pino({ name: 'tickpool-thread', level: init.logLevel }).child({ thread: init.threadIndex });
+    this.#schedulers = new ModuleTable(init.schedulers, 'scheduler', init.threadIndex);
+    this.#handlers = new ModuleTable(init.handlers, 'handler', init.threadIndex);
+    this.#logger = createThreadLogger(init.log);
+    this.#pollMs = init.idleSpinUs / 1000;
     this.#replica.reset(init.full);
     this.#publishIndex();
     this.#services = {
@@ -104,11 +110,12 @@ export class ThreadLoop {
 
   /** Runs until main says stop (or closes the port). */
   async run(): Promise<void> {
-    await Promise.all([this.#schedulers.preload(), this.#handlers.preload()]);
+    await registerModuleHooks(this.#init.moduleHooks, this.#logger);
+    const loadErrors = (await Promise.all([this.#schedulers.preload(), this.#handlers.preload()])).flat();
     const done = new Promise<void>((resolve) => (this.#stopped = resolve));
     this.#port.on('message', (message: MainToThread) => this.#onMessage(message));
     this.#port.once('close', () => this.#stopped?.());
-    this.#post({ type: 'ready', threadIndex: this.#init.threadIndex });
+    this.#post({ type: 'ready', threadIndex: this.#init.threadIndex, ...(loadErrors.length > 0 ? { loadErrors } : {}) });
     await done;
     this.#port.close();
   }
@@ -128,6 +135,7 @@ export class ThreadLoop {
         this.#publishIndex();
         return;
       case 'stop':
+        this.#stopRequested = true;
         this.#stopped?.();
         return;
       default:
@@ -176,6 +184,27 @@ export class ThreadLoop {
       this.#head = 0;
       this.#draining = false;
       this.#flush();
+      if (this.#pollMs > 0) this.#pollForWork();
+    }
+  }
+
+  /**
+   * Out of work: before going back to the event loop to sleep, watch the board for up to `idleSpinUs` — one shared
+   * read per turn, and the port only when the board moved — so that the next item starts without a wake-up. Ends
+   * as soon as work (a drain started by what was pulled) or a stop arrives.
+   */
+  #pollForWork(): void {
+    const index = this.#init.threadIndex;
+    const until = performance.now() + this.#pollMs;
+    for (let turn = 1; !this.#draining && !this.#stopRequested; turn++) {
+      const posted = this.#board.posted(index);
+      if (posted !== this.#seenPosted) {
+        this.#seenPosted = posted;
+        this.#pullPending();
+        continue;
+      }
+      // The clock costs more than the shared read: look at it every few dozen turns.
+      if (turn % 32 === 0 && performance.now() >= until) return;
     }
   }
 
@@ -193,7 +222,9 @@ export class ThreadLoop {
 
   async #runItem(item: WorkItem): Promise<ItemOutcome> {
     const { slot, generation, seq } = item;
-    if (!this.#slots.start(slot, generation, this.#init.threadIndex + 1)) return { seq, status: 'canceled' };
+    // The start CAS is the arbiter when main sent the item to a second thread (it takes unstarted work back from a
+    // busy thread for an idle one): exactly one thread starts it, every other one reports it not started.
+    if (!this.#slots.start(slot, generation, this.#init.threadIndex + 1)) return { seq, status: 'not-started' };
     // Commits made while this batch ran (plans of the items before this one) are waiting on the port: apply them,
     // so this item plans against them instead of conflicting with them.
     if (item.kind === 'eval' && this.#board.committedIndex() > this.#replica.appliedIndex) this.#pullPending();
@@ -220,10 +251,12 @@ export class ThreadLoop {
         input = { ...item.run, payload: item.payload };
       }
       const value = await fn(input, ctx);
-      return { seq, status: 'ok', value, waitedMs };
+      return { seq, status: 'ok', value, waitedMs, ms: performance.now() - started };
     } catch (error) {
-      return failureOutcome(seq, error, this.#slots.isCanceled(slot, generation));
+      return failureOutcome(seq, error, this.#slots.isCanceled(slot, generation), performance.now() - started);
     } finally {
+      // Before the result can wait in the outbox: should this thread die first, main runs the item again.
+      this.#slots.setPhase(slot, generation, ThreadPhase.FINISHED);
       ctx.close();
       const end = performance.now();
       const ms = end - started;
@@ -252,7 +285,8 @@ export class ThreadLoop {
         try {
           this.#port.postMessage(encodeResults([result]) satisfies ThreadToMain);
         } catch (error) {
-          const failure: ItemOutcome = { seq: result.seq, status: 'error', error: toWire(error), retryable: false };
+          const ms = result.status === 'not-started' ? 0 : result.ms;
+          const failure: ItemOutcome = { seq: result.seq, status: 'error', error: toWire(error), retryable: false, ms };
           this.#port.postMessage(encodeResults([failure]) satisfies ThreadToMain);
         }
       }
@@ -270,13 +304,13 @@ export class ThreadLoop {
  * there must not escape: it would end the thread's loop and cost the thread with every item it holds. Such a value
  * is reported as a `UserCodeError` saying so, not retryable.
  */
-function failureOutcome(seq: number, error: unknown, canceled: boolean): ItemOutcome {
+function failureOutcome(seq: number, error: unknown, canceled: boolean, ms: number): ItemOutcome {
   try {
-    if (canceled && error instanceof CanceledError) return { seq, status: 'canceled' };
-    return { seq, status: 'error', error: toWire(error), retryable: isRetryable(error) };
+    if (canceled && error instanceof CanceledError) return { seq, status: 'canceled', ms };
+    return { seq, status: 'error', error: toWire(error), retryable: isRetryable(error), ms };
   } catch (inspectError) {
     const message = `Expected user code to throw a readable value, but reading what it threw threw: ${safeText(inspectError)}`;
-    return { seq, status: 'error', error: toWire(new UserCodeError(message)), retryable: false };
+    return { seq, status: 'error', error: toWire(new UserCodeError(message)), retryable: false, ms };
   }
 }
 

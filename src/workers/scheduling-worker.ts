@@ -19,13 +19,13 @@ import {
   type TickpoolError,
 } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
-import type { ThreadPool } from '../pool/thread-pool.js';
+import type { StartObserver, ThreadPool } from '../pool/thread-pool.js';
 import type { WireEvaluation } from '../pool/messages.js';
-import { ThreadPhase } from '../slots/slot-layout.js';
+import { SlotState, ThreadPhase } from '../slots/slot-layout.js';
 import type { SlotTable } from '../slots/slot-table.js';
 import type { PlanApplier } from '../state/plan-applier.js';
 import type { StateStore } from '../state/state-store.js';
-import type { SchedulerPlan } from '../state/types.js';
+import type { SchedulerResult } from '../user-functions.js';
 import type { WorkerMetrics } from './worker-metrics.js';
 import { WorkerActivity, WorkerStatus, workerTransitions, type WorkerActivityValue, type WorkerStatusValue } from './worker-status.js';
 
@@ -63,6 +63,8 @@ export interface CurrentDelivery {
   abortCause?: unknown;
   /** Heartbeats seen when the nack deadline was last extended. */
   heartbeatsSeen: number;
+  /** When this attempt's scheduler was seen to start on a thread (clock ms), if it has. */
+  startedAt: number | undefined;
 }
 
 /**
@@ -76,7 +78,7 @@ interface Taken {
 
 const NOTHING: Taken = Object.freeze({ delivery: undefined, processing: undefined });
 
-export class SchedulingWorker {
+export class SchedulingWorker implements StartObserver {
   readonly #deps: WorkerDeps;
   readonly #slot: number;
   readonly #shutdown = new AbortController();
@@ -192,6 +194,28 @@ export class SchedulingWorker {
     return this.#deps.pool.cancel(this.#slot, current.generation);
   }
 
+  /**
+   * The nack deadline of this delivery is due (the broker's `extendNackDeadline`): true to extend it from now, the
+   * time its work started to count from there, false to let it fire. A deadline counts from the start of the work:
+   * an attempt still waiting for a thread is not late, however long it waits, and one that started counts from
+   * its start. A heartbeat since the last look is progress now.
+   */
+  deadlineProgress(token: string): boolean | number {
+    const current = this.#current;
+    if (current === undefined || current.token !== token) return false;
+    if (this.consumeHeartbeat(token)) return true;
+    const { slots, clock } = this.#deps;
+    if (slots.generation(this.#slot) === current.generation && slots.state(this.#slot) === SlotState.CLAIMED) return true;
+    // Started, and the pool has not seen it yet (its start message is on the way): count from now.
+    current.startedAt ??= clock.now();
+    return current.startedAt;
+  }
+
+  /** The pool saw this worker's item start on a thread. */
+  itemStarted(at: number): void {
+    if (this.#current !== undefined) this.#current.startedAt = at;
+  }
+
   /** Heartbeats the thread wrote since the deadline was last extended: true means "extend". */
   consumeHeartbeat(token: string): boolean {
     const current = this.#current;
@@ -274,7 +298,7 @@ export class SchedulingWorker {
       this.#fail(evaluation, token, new UnknownSchedulerError(evaluation.type, types));
       return;
     }
-    this.#current = { evaluation, token, generation: -1, heartbeatsSeen: 0 };
+    this.#current = { evaluation, token, generation: -1, heartbeatsSeen: 0, startedAt: undefined };
     let minIndex = evaluation.modifyIndex ?? 0;
     try {
       for (let attempt = 1; ; attempt++) {
@@ -283,6 +307,7 @@ export class SchedulingWorker {
         this.#current.generation = generation;
         // A new claim starts the slot's heartbeat count from zero: count this attempt's heartbeats from there.
         this.#current.heartbeatsSeen = 0;
+        this.#current.startedAt = undefined;
         this.#activity = WorkerActivity.SCHEDULING;
         const started = metrics.startScheduling();
         const outcome = await pool.dispatch({
@@ -294,7 +319,7 @@ export class SchedulingWorker {
           evaluation: evaluation as unknown as WireEvaluation,
           minIndex,
           syncLimitMs: this.#deps.syncLimitMs,
-        });
+        }, this);
         slots.finish(this.#slot, generation);
         metrics.endScheduling(evaluation.type, started, outcome.status === 'ok' ? outcome.waitedMs : 0);
         // Whatever the thread answered (it may have finished before it saw the cancel), nothing of it is kept.
@@ -447,6 +472,6 @@ export class SchedulingWorker {
   }
 }
 
-function isPlanShape(value: unknown): value is SchedulerPlan {
+function isPlanShape(value: unknown): value is Exclude<SchedulerResult, undefined | void> {
   return value !== null && typeof value === 'object' && Array.isArray((value as { writes?: unknown }).writes);
 }

@@ -26,7 +26,6 @@ const EXPECTED: Readonly<Record<string, Readonly<Record<string, Kind>>>> = {
     EngineStats: 'interface',
     ErrorCode: 'type',
     EvaluatePlan: 'type',
-    Evaluation: 'interface',
     EvaluationHandle: 'interface',
     EvaluationInput: 'interface',
     EvaluationOutcome: 'interface',
@@ -37,6 +36,7 @@ const EXPECTED: Readonly<Record<string, Readonly<Record<string, Kind>>>> = {
     InvalidStateError: 'class',
     InvalidTaskError: 'class',
     ManualClock: 'class',
+    ModuleLoadError: 'class',
     PayloadTooLargeError: 'class',
     Plan: 'interface',
     PlanAttemptsExhaustedError: 'class',
@@ -47,14 +47,18 @@ const EXPECTED: Readonly<Record<string, Readonly<Record<string, Kind>>>> = {
     RunNotFoundError: 'class',
     RunRecord: 'interface',
     RunResult: 'interface',
-    SchedulerPlan: 'interface',
+    Scheduler: 'type',
+    SchedulerEvaluation: 'type',
+    SchedulerResult: 'type',
     Snapshot: 'interface',
     StoredRecord: 'interface',
     SupersededError: 'class',
     systemClock: 'const',
     TaskAlreadyClaimedError: 'class',
+    TaskHandler: 'type',
     TaskInput: 'interface',
     TaskNotClaimedError: 'class',
+    TaskRunInput: 'type',
     ThreadExitedError: 'class',
     TickpoolError: 'class',
     UnknownHandlerError: 'class',
@@ -199,8 +203,10 @@ test('at run time each entry point exports exactly its value names (through the 
   }
 });
 
-test('the root export stays narrow', () => {
+test('the root export stays narrow: the engine, the user-function, plan, task-input and run types, time, and errors', () => {
   const names = Object.keys(EXPECTED['.']!);
   const errors = names.filter((n) => n.endsWith('Error'));
-  assert.ok(names.length - errors.length <= 25, `${names.length - errors.length} names besides the error classes`);
+  // The error classes are the ones a root API call can meet; everything else a service needs fits in 27 names.
+  assert.ok(names.length - errors.length <= 27, `${names.length - errors.length} names besides the error classes`);
+  assert.ok(errors.length <= 26, `${errors.length} error classes`);
 });

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { parseStrictJson } from '../helpers/strict-json.js';
 
 const MAIN = fileURLToPath(new URL('../../examples/cluster/main.js', import.meta.url));
 
@@ -110,4 +111,16 @@ test('--metrics-port serves the engine registry on 127.0.0.1 during the run', { 
   const text = await scraped;
   assert.match(text, /^# HELP tickpool_broker_total_ready /m);
   assert.match(text, /^tickpool_plan_submitted_total /m);
+});
+
+test('with stderr redirected, the demo writes only JSON log lines there (no live line), each key once', { timeout: 60_000 }, async () => {
+  const run = await runDemo(['--duration', '6', '--nodes', '50', '--jobs', '50', '--threads', '1', '--rate', '100', '--log-level', 'info']);
+  assert.equal(run.code, 0, `exit code 0 expected; stderr:\n${run.stderr}`);
+  const lines = run.stderr.split('\n').filter((l) => l !== '');
+  assert.ok(lines.length > 0);
+  for (const line of lines) assert.doesNotThrow(() => parseStrictJson(line), `a JSON line with unique keys: ${line}`);
+  const progress = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l['msg'] === 'progress');
+  assert.ok(progress.length >= 1, 'progress is logged as JSON every few seconds');
+  assert.equal(typeof progress[0]!['done'], 'number');
+  assert.match(run.stdout, /Evaluations/, 'the report still goes to stdout');
 });

@@ -5,7 +5,8 @@
  *
  * At the end nothing is lost and nothing is done twice:
  * - every evaluation was acked exactly once, or is in `_failed` with a `DeliveryLimitError` (and its last reason as
- *   `cause`) after the delivery limit — and every evaluation that faults on every delivery is in `_failed`;
+ *   `cause`) after the delivery limit — and every evaluation that faults on every delivery is in `_failed`, while
+ *   none that faults fewer times than the limit, or not at all, is: each is charged only for its own faults;
  * - every task run logged exactly one final status, and the log matches the runs the scheduler reported;
  * - every slot of the slot table is idle, the pool is back at its thread count with nothing in flight, and the
  *   broker's counts balance to zero in flight; the engine still serves.
@@ -190,8 +191,12 @@ test(`faults: ${EVALUATIONS} evaluations and ${TASKS} cron tasks with injected f
     if (times === PERSISTENT) {
       persistent++;
       assert.ok(failed.has(id), `${id} faults (${FAULT_NAMES[fault]}) on every delivery, so it must end in _failed`);
+    } else {
+      // Charged only for its own faults: fewer of them than the delivery limit leaves a delivery that succeeds.
+      assert.ok(!failed.has(id), `${id} (${FAULT_NAMES[fault]} ×${times}) ended in _failed, charged for others' faults: ${String(engine.broker.failedReason(id)?.cause)}`);
     }
   }
+  assert.equal(innocentFailed, 0, 'no fault-free evaluation is in _failed');
   // Every reason is one the faults explain: the injected errors, thread deaths, nack timeouts, cancels.
   const explained = new Set(['E_INJECTED_THROW', 'E_INJECTED_RETRYABLE', 'ERR_THREAD_EXITED', 'ERR_NACK_TIMEOUT_REACHED', 'ERR_CANCELED']);
   for (const cause of causes.keys()) assert.ok(explained.has(cause), `unexpected failure cause ${cause}`);

@@ -48,7 +48,7 @@ test('a work message survives a structured clone: change sets in order, then the
 });
 
 const outcome: fc.Arbitrary<ItemOutcome> = fc.oneof(
-  fc.record({ seq: fc.nat(), status: fc.constant('ok' as const), value: fc.jsonValue(), waitedMs: fc.nat() }),
+  fc.record({ seq: fc.nat(), status: fc.constant('ok' as const), value: fc.jsonValue(), waitedMs: fc.nat(), ms: fc.double({ min: 0, max: 1e6, noNaN: true }) }),
   fc.record({
     seq: fc.nat(),
     status: fc.constant('error' as const),
@@ -60,8 +60,10 @@ const outcome: fc.Arbitrary<ItemOutcome> = fc.oneof(
       details: fc.constant(undefined),
     }),
     retryable: fc.boolean(),
+    ms: fc.double({ min: 0, max: 1e6, noNaN: true }),
   }),
-  fc.record({ seq: fc.nat(), status: fc.constant('canceled' as const) }),
+  fc.record({ seq: fc.nat(), status: fc.constant('canceled' as const), ms: fc.double({ min: 0, max: 1e6, noNaN: true }) }),
+  fc.record({ seq: fc.nat(), status: fc.constant('not-started' as const) }),
 );
 
 test('a results message survives a structured clone with every outcome in order (property)', () => {
@@ -70,9 +72,10 @@ test('a results message survives a structured clone with every outcome in order 
       const message = structuredClone(encodeResults(outcomes));
       assert.ok(isResultMessage(message));
       const back: ItemOutcome[] = [];
-      forEachResult(message, (seq, status, extra, number) => {
-        if (status === 'ok') back.push({ seq, status, value: extra, waitedMs: number });
-        else if (status === 'error') back.push({ seq, status, error: extra as never, retryable: number === 1 });
+      forEachResult(message, (seq, status, extra, number, ms) => {
+        if (status === 'ok') back.push({ seq, status, value: extra, waitedMs: number, ms });
+        else if (status === 'error') back.push({ seq, status, error: extra as never, retryable: number === 1, ms });
+        else if (status === 'canceled') back.push({ seq, status, ms });
         else back.push({ seq, status });
       });
       assert.deepEqual(back, structuredClone(outcomes));
