@@ -18,6 +18,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { runBrokerBench } from './broker.bench.js';
 import { compareCancelLatency, compareIdleLatency, compareRunThroughput, compareThroughput } from './engine.bench.js';
 import { compareCost, compareFairness, SWEEP_COSTS_MS } from './cpu-load.bench.js';
+import { compareLoadCurves, type LoadCurve } from './load-curve.bench.js';
 import { bestOf, checkFloors, describeFailures, formatValue, type FloorCheck } from './floors.js';
 import { parseArgs, USAGE, UsageError, type RunOptions, type Scope } from './lib/cli.js';
 import { fromBroker, fromSchedule, fromState, fromTasks } from './lib/normalise.js';
@@ -40,6 +41,7 @@ interface UnitOutput {
   readonly threadSweep?: readonly ThreadSweepPoint[];
   readonly backoffSweep?: readonly BackoffSweepPoint[];
   readonly taskRetrySweep?: readonly TaskRetrySweepPoint[];
+  readonly loadCurves?: readonly LoadCurve[];
 }
 
 interface Unit {
@@ -69,6 +71,7 @@ function idleLatencyUnit(u: {
   readonly threads: number;
   readonly samples: number;
   readonly pauseMs?: number;
+  readonly idleSpinUs?: number;
   readonly inCi?: boolean;
 }): Unit {
   return {
@@ -77,7 +80,7 @@ function idleLatencyUnit(u: {
     title: u.title,
     inCi: u.inCi ?? true,
     async run() {
-      const { result, engine, raw } = await compareIdleLatency(u.threads, u.samples, { pauseMs: u.pauseMs ?? 0 });
+      const { result, engine, raw } = await compareIdleLatency(u.threads, u.samples, { pauseMs: u.pauseMs ?? 0, idleSpinUs: u.idleSpinUs ?? 0 });
       return {
         results: [result],
         latency: [
@@ -92,6 +95,9 @@ function idleLatencyUnit(u: {
     },
   };
 }
+
+/** The polling window the spin-mode rows use (the issue's figure). */
+const SPIN_US = 200;
 
 function units(o: RunOptions): Unit[] {
   const quick = o.quick;
@@ -201,6 +207,31 @@ function units(o: RunOptions): Unit[] {
       return { results, latency };
     },
   });
+
+  list.push({
+    id: 'engine.load-curve',
+    scope: 'engine',
+    title: `dispatch latency against offered load, open loop, engine (default and idleSpinUs ${SPIN_US}) and Piscina (${plural(threads, 'thread')})`,
+    // Seconds per rate and side, up to past saturation: the full suite's, not CI's.
+    inCi: false,
+    async run() {
+      const { curves, results } = await compareLoadCurves(threads, { quick, idleSpinUs: SPIN_US });
+      return { results, loadCurves: curves };
+    },
+  });
+
+  list.push(
+    idleLatencyUnit({
+      id: 'engine.latency-spin',
+      title: `engine idle dispatch latency, idleSpinUs ${SPIN_US} (${plural(threads, 'thread')})`,
+      chartId: 'engine-idle-latency-spin',
+      chartTitle: `Idle dispatch latency with idleSpinUs ${SPIN_US}: enqueue → scheduler entry`,
+      threads,
+      samples: quick ? 300 : 2000,
+      idleSpinUs: SPIN_US,
+      inCi: false,
+    }),
+  );
 
   list.push({
     id: 'engine.wake',
@@ -451,6 +482,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   const sweepThreads: ThreadSweepPoint[] = [];
   const sweepBackoff: BackoffSweepPoint[] = [];
   const sweepTaskRetry: TaskRetrySweepPoint[] = [];
+  const loadCurves: LoadCurve[] = [];
   const skipped: Array<{ benchmark: string; reason: string }> = [];
   const errors: Array<{ benchmark: string; error: string }> = [];
   const durationsMs: Record<string, number> = {};
@@ -480,6 +512,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     sweepThreads.push(...(output.threadSweep ?? []));
     sweepBackoff.push(...(output.backoffSweep ?? []));
     sweepTaskRetry.push(...(output.taskRetrySweep ?? []));
+    loadCurves.push(...(output.loadCurves ?? []));
     if (unit.print !== undefined) unit.print(output);
     else printTable(unit.title, output.results);
     console.log(`(${(durationsMs[unit.id]! / 1000).toFixed(1)} s)`);
@@ -531,7 +564,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     passed,
     results,
     latency,
-    sweeps: { threads: sweepThreads, backoff: sweepBackoff, taskRetry: sweepTaskRetry },
+    sweeps: { threads: sweepThreads, backoff: sweepBackoff, taskRetry: sweepTaskRetry, loadCurves },
     skipped,
     errors,
     durationsMs,

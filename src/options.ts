@@ -74,7 +74,7 @@ export interface EngineOptions {
   readonly cancelGraceMs?: number;
   /**
    * Most items one thread may hold at once (what one batch, and one crash, can hold). Within it, a thread holds about
-   * a millisecond of predicted work: long items go one at a time to whichever thread is free.
+   * two milliseconds of predicted work: long items go one at a time to whichever thread is free.
    * @default 128
    */
   readonly batchSize?: number;

@@ -8,6 +8,7 @@
 import { formatValue } from '../floors.js';
 import type { Distribution, LatencyChart } from '../lib/quantiles.js';
 import type { BenchResult } from '../lib/types.js';
+import type { LoadCurve } from '../load-curve.bench.js';
 import type { BackoffSweepPoint, TaskRetrySweepPoint, ThreadSweepPoint } from '../sweeps.js';
 import { histogramOf, logBins, ninesOf } from './histogram.js';
 import type { SuiteReport } from './model.js';
@@ -132,6 +133,38 @@ idle, one at a time, and under a steady offered load of ${formatNumber(rate)}/s 
 one-way time (run → task entry) under the same load.</p>
 <div class="row">${throughput}${latency}</div><div class="row">${curves}</div>
 <table><thead><tr><th>threads</th><th>engine / piscina</th><th>engine ops/s</th><th>piscina ops/s</th><th>idle engine p50 / p99</th><th>idle piscina p50 / p99</th><th>loaded engine p50 / p99 / p99.9</th><th>loaded piscina p50 / p99 / p99.9</th></tr></thead><tbody>${rows}</tbody></table></section>`;
+}
+
+function loadCurveSection(curves: readonly LoadCurve[]): string {
+  if (curves.length === 0) return '';
+  const palette = [COLORS.baseline, COLORS.engine, COLORS.third, COLORS.fourth];
+  const rates = curves[0]!.points.map((p) => p.rate);
+  const chart = renderChart({
+    id: 'load-curve-p99',
+    title: 'Dispatch latency p99 against offered load (open loop)',
+    x: { label: 'offered load, jobs/s (log scale)', scale: 'log', format: (v: number) => formatNumber(v) },
+    y: { label: 'p99 latency (log scale)', scale: 'log', format: formatMicros },
+    series: curves.map((c, i) => ({
+      label: `${c.label} p99`,
+      color: palette[i % palette.length]!,
+      kind: 'line' as const,
+      ...(i === 0 ? { dashed: true, marker: 'square' as const } : {}),
+      points: c.points.map((p) => [p.rate, p.p99Us] as [number, number]),
+      tooltips: c.points.map((p) => `${c.label} at ${formatNumber(p.rate)}/s: p50 ${formatMicros(p.p50Us)}, p99 ${formatMicros(p.p99Us)}, p99.9 ${formatMicros(p.p999Us)}`),
+    })),
+  });
+  const head = curves.map((c) => `<th>${esc(c.label)} p50 / p99 / p99.9</th>`).join('');
+  const rows = rates
+    .map((rate, i) => `<tr><td class="num">${formatNumber(rate)}</td>${curves.map((c) => {
+      const p = c.points[i];
+      return `<td class="num">${p === undefined ? '' : `${formatMicros(p.p50Us)} / ${formatMicros(p.p99Us)} / ${formatMicros(p.p999Us)}`}</td>`;
+    }).join('')}</tr>`)
+    .join('');
+  return `<section id="load-curve"><h2>Latency against offered load</h2>
+<p>Each side is offered jobs open loop at fixed rates; a job's latency is its scheduler's (task's) entry time minus
+the time it was due to be sent, so a sender that falls behind shows as latency (no coordinated omission).</p>
+<div class="row">${chart}</div>
+<table><thead><tr><th>offered /s</th>${head}</tr></thead><tbody>${rows}</tbody></table></section>`;
 }
 
 /** One point of a retry sweep, whichever knob it turns. */
@@ -338,6 +371,7 @@ ${latencySection(report.latency)}
 ${threadSection(report.sweeps.threads)}
 ${backoffSection(report.sweeps.backoff)}
 ${taskRetrySection(report.sweeps.taskRetry)}
+${loadCurveSection(report.sweeps.loadCurves ?? [])}
 ${resultsTable(report.results)}
 <script>${CHECK_SCRIPT}</script>
 </body></html>

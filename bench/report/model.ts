@@ -3,6 +3,7 @@ import type { FloorCheck } from '../floors.js';
 import type { RunOptions } from '../lib/cli.js';
 import type { LatencyChart } from '../lib/quantiles.js';
 import type { BenchResult } from '../lib/types.js';
+import type { LoadCurve } from '../load-curve.bench.js';
 import type { BackoffSweepPoint, TaskRetrySweepPoint, ThreadSweepPoint } from '../sweeps.js';
 
 export interface MachineInfo {
@@ -44,6 +45,8 @@ export interface SuiteReport {
     readonly backoff: readonly BackoffSweepPoint[];
     /** Task retries: the engine's `backoff` (baselineMs/limitMs). */
     readonly taskRetry: readonly TaskRetrySweepPoint[];
+    /** Dispatch latency against offered load (absent in reports written before it existed). */
+    readonly loadCurves?: readonly LoadCurve[];
   };
   /** Benchmarks that could not run, and why. */
   readonly skipped: ReadonlyArray<{ readonly benchmark: string; readonly reason: string }>;

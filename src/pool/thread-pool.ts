@@ -8,8 +8,8 @@
  * - a thread with nothing assigned gets an item at once (no batching when idle: lowest latency);
  * - otherwise items wait in ONE queue on main, shared by every thread, and are handed out once per event-loop turn
  *   (`setImmediate`) to the thread with the least predicted work, as long as what it then holds stays within
- *   HOLD_BUDGET_MS (and `batchSize` items). No-op items still travel dozens to a message; items of a millisecond or
- *   more go one at a time, so a free thread always takes the next one;
+ *   HOLD_BUDGET_MS (and `batchSize` items). No-op items still travel dozens to a message; an item of a millisecond
+ *   has at most one more queued behind it, and items of several milliseconds go one at a time;
  * - a thread whose running item has overrun its prediction by more than the budget gives its unstarted items back
  *   to the queue, and an idle thread takes unstarted items from a busy one when the queue is empty. Taking back is
  *   safe without asking the thread: the item is sent to the second thread as well, and the slot word's start CAS
@@ -129,10 +129,11 @@ export interface ThreadExit {
 /**
  * Predicted work a thread may hold (the item it runs included) before the next item waits on main instead, ms.
  * It is also how far a running item may overrun its prediction before the items behind it are taken back. A
- * results message and a refill cost the two threads ~20–50 µs, so a millisecond of no-op or 0.1 ms items keeps a
- * thread fed between refills, while an item of a millisecond or more is never queued behind another one.
+ * results message and a refill cost the two threads ~20–50 µs: with one item of a millisecond queued behind the
+ * one running, a thread never waits for its refill, while a 10 ms item never waits behind another one, and an item
+ * behind an outlier waits at most its prediction plus this budget before another thread can take it.
  */
-export const HOLD_BUDGET_MS = 1;
+export const HOLD_BUDGET_MS = 2;
 
 /** One dispatched item on main, from `dispatch()` until it settles. */
 class Pending {

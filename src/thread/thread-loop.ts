@@ -230,10 +230,12 @@ export class ThreadLoop {
     if (item.kind === 'eval' && this.#board.committedIndex() > this.#replica.appliedIndex) this.#pullPending();
     const started = performance.now();
     const ctx = new ThreadWorkContext(this.#services, item);
+    let value: unknown;
+    let waitedMs = 0;
+    let thrown: { readonly error: unknown } | undefined;
     try {
       let fn: UserFunction;
       let input: unknown;
-      let waitedMs = 0;
       if (item.kind === 'eval') {
         if (this.#replica.appliedIndex < item.minIndex) {
           this.#slots.setPhase(slot, generation, ThreadPhase.WAITING_FOR_INDEX);
@@ -250,20 +252,21 @@ export class ThreadLoop {
         fn = this.#handlers.loaded(item.handler) ?? (await this.#handlers.load(item.handler));
         input = { ...item.run, payload: item.payload };
       }
-      const value = await fn(input, ctx);
-      return { seq, status: 'ok', value, waitedMs, ms: performance.now() - started };
+      value = await fn(input, ctx);
     } catch (error) {
-      return failureOutcome(seq, error, this.#slots.isCanceled(slot, generation), performance.now() - started);
-    } finally {
-      // Before the result can wait in the outbox: should this thread die first, main runs the item again.
-      this.#slots.setPhase(slot, generation, ThreadPhase.FINISHED);
-      ctx.close();
-      const end = performance.now();
-      const ms = end - started;
-      this.#lastItemEnd = end;
-      this.#typicalMs = ms >= this.#typicalMs ? ms : this.#typicalMs + (ms - this.#typicalMs) * TYPICAL_DECAY;
-      this.#board.addBusy(this.#init.threadIndex, ms);
+      thrown = { error };
     }
+    // Before the result can wait in the outbox: should this thread die first, main runs the item again.
+    this.#slots.setPhase(slot, generation, ThreadPhase.FINISHED);
+    ctx.close();
+    // One clock read serves the outcome, busy time and the flush decision.
+    const end = performance.now();
+    const ms = end - started;
+    this.#lastItemEnd = end;
+    this.#typicalMs = ms >= this.#typicalMs ? ms : this.#typicalMs + (ms - this.#typicalMs) * TYPICAL_DECAY;
+    this.#board.addBusy(this.#init.threadIndex, ms);
+    if (thrown !== undefined) return failureOutcome(seq, thrown.error, this.#slots.isCanceled(slot, generation), ms);
+    return { seq, status: 'ok', value, waitedMs, ms };
   }
 
   #pullPending(): void {
