@@ -3,7 +3,9 @@
  * 1. throughput: no-op evaluations through the whole engine (enqueue → scheduler on a thread → ack) vs raw
  *    `piscina.run()` of a no-op task;
  * 2. idle dispatch latency: enqueue → scheduler entry, one at a time, vs Piscina's one-way time (run → task entry);
- * 3. cancel latency of a CPU-bound run: `engine.cancel()` → the scheduler sees it, vs Piscina's abort → rejection.
+ * 3. cancel latency of a CPU-bound run: `engine.cancel()` → the scheduler sees it, vs Piscina's abort → rejection;
+ * 4. answers in flight: `engine.run()` calls all at once (`Promise.all`), each resolving its scheduler's value, vs
+ *    `piscina.run()` calls all at once, each resolving its task's value.
  */
 import { pathToFileURL } from 'node:url';
 import { createEngine, type Engine } from '../src/engine.js';
@@ -33,7 +35,7 @@ async function newEngine(
     ...(options.idleSpinUs === undefined || options.idleSpinUs === 0 ? {} : { idleSpinUs: options.idleSpinUs }),
     ...(options.workers === undefined ? {} : { workers: options.workers }),
     ...(options.batchSize === undefined ? {} : { batchSize: options.batchSize }),
-    schedulers: { noop: fixture('noop-scheduler'), stamp: fixture('stamp-scheduler'), spin: fixture('spin-scheduler') },
+    schedulers: { noop: fixture('noop-scheduler'), stamp: fixture('stamp-scheduler'), spin: fixture('spin-scheduler'), value: fixture('value-scheduler') },
     broker: { deliveryLimit: options.deliveryLimit ?? 3, initialNackDelayMs: 3_600_000 },
     cancelGraceMs: 10_000,
   });
@@ -83,6 +85,64 @@ export async function piscinaThroughput(threads: number, count: number): Promise
     await Promise.all(runs);
     return { opsPerSec: count / ((performance.now() - start) / 1000) };
   });
+}
+
+/** `engine.run()` calls per second, `count` in flight at once, each resolving its scheduler's value. */
+export async function engineRunThroughput(threads: number, count: number): Promise<{ opsPerSec: number }> {
+  const engine = await newEngine(threads);
+  try {
+    const warm = await Promise.all(Array.from({ length: 2000 }, (_, i) => engine.run({ type: 'value', payload: i })));
+    checkValues(warm.map((o) => o.value), 'engine warm-up');
+    const runs = new Array<Promise<{ value: unknown }>>(count);
+    const start = performance.now();
+    for (let i = 0; i < count; i++) runs[i] = engine.run({ type: 'value', payload: i });
+    const outcomes = await Promise.all(runs);
+    const seconds = (performance.now() - start) / 1000;
+    checkValues(outcomes.map((o) => o.value), 'engine.run()');
+    return { opsPerSec: count / seconds };
+  } finally {
+    await engine.stop({ graceMs: 1000 });
+  }
+}
+
+/** `piscina.run()` calls per second, `count` in flight at once, each resolving its task's value. */
+export async function piscinaRunThroughput(threads: number, count: number): Promise<{ opsPerSec: number }> {
+  return withPiscina(fixture('piscina-echo'), threads, async (pool) => {
+    checkValues(await Promise.all(Array.from({ length: 2000 }, (_, i) => pool.run(i))), 'piscina warm-up');
+    const runs = new Array<Promise<unknown>>(count);
+    const start = performance.now();
+    for (let i = 0; i < count; i++) runs[i] = pool.run(i);
+    const values = await Promise.all(runs);
+    const seconds = (performance.now() - start) / 1000;
+    checkValues(values, 'piscina.run()');
+    return { opsPerSec: count / seconds };
+  });
+}
+
+/** Each call resolved its own value: a figure for answers that went astray would be no figure. */
+function checkValues(values: readonly unknown[], what: string): void {
+  for (let i = 0; i < values.length; i++) {
+    if (values[i] !== i) throw new Error(`${what}: call ${i} resolved ${String(values[i])}`);
+  }
+}
+
+/** `engine.run()` vs `piscina.run()`, both with `count` calls in flight at once, same thread count, same run. */
+export async function compareRunThroughput(threads: number, count: number): Promise<BenchResult> {
+  const raw = await piscinaRunThroughput(threads, count);
+  globalThis.gc?.();
+  const engine = await engineRunThroughput(threads, count);
+  return {
+    scope: 'engine',
+    id: 'engine.run-throughput',
+    name: 'answers in flight: engine.run() resolving its scheduler’s value',
+    ratio: round(engine.opsPerSec / raw.opsPerSec),
+    baseline: 'raw piscina.run() resolving its task’s value',
+    opsPerSec: round(engine.opsPerSec, 0),
+    baselineOpsPerSec: round(raw.opsPerSec, 0),
+    threads,
+    unit: 'calls/s',
+    notes: `${count.toLocaleString('en-US')} calls in flight at once (Promise.all) on each side, after 2,000 warm-up; goal ≥ 3×`,
+  };
 }
 
 /**
@@ -297,6 +357,7 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
     await compareThroughput(threads, quick ? 30_000 : 200_000, { workers: options.workers, batchSize: options.batchSize }),
     (await compareIdleLatency(threads, quick ? 300 : 2000)).result,
     (await compareCancelLatency(threads, quick ? 30 : 100)).result,
+    await compareRunThroughput(threads, quick ? 30_000 : 100_000),
   ];
 }
 
@@ -304,5 +365,8 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const quick = process.argv.includes('--quick');
   const threadsArg = process.argv.indexOf('--threads');
   const threads = threadsArg > 0 ? Number(process.argv[threadsArg + 1]) : 2;
-  printTable(`engine (threads=${threads})`, await runEngineBench({ quick, threads }));
+  // `--run-count N`: only the engine.run() comparison, with N calls on each side.
+  const runCountArg = process.argv.indexOf('--run-count');
+  if (runCountArg > 0) printTable(`engine.run() (threads=${threads})`, [await compareRunThroughput(threads, Number(process.argv[runCountArg + 1]))]);
+  else printTable(`engine (threads=${threads})`, await runEngineBench({ quick, threads }));
 }

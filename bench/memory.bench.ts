@@ -8,7 +8,12 @@
  * the same state: an idle engine with nothing in flight. The feed keeps `WINDOW` evaluations outstanding, so the
  * broker holds a bounded backlog while it runs (as a service that enqueues at the rate it is served would).
  *
- *   node --expose-gc .build/bench/memory.bench.js [--quick] [--json]
+ * Outcomes: `enqueue()` returns each evaluation's handle, and by default the feed drops it at once, as a service
+ * that does not wait for outcomes does; anything the engine kept per outcome nobody waits on would show up as
+ * growth. With `--awaited` the feed reads every handle's `done` and counts its resolutions instead (what
+ * `engine.run()` does): an outcome that is awaited must not be retained after it resolved either.
+ *
+ *   node --expose-gc .build/bench/memory.bench.js [--quick] [--awaited] [--json]
  *
  * `--quick`: 100,000 evaluations, checkpoints at 10,000 and 100,000. Exits with code 1 when the growth is 10% or
  * more.
@@ -28,6 +33,8 @@ export interface MemoryBenchOptions {
   readonly quick?: boolean;
   /** Pool threads (default: the machine's parallelism, at most 4). */
   readonly threads?: number;
+  /** Await every evaluation's `done` (default: drop every handle). */
+  readonly awaited?: boolean;
 }
 
 interface Reading {
@@ -51,23 +58,29 @@ async function turns(n: number): Promise<void> {
   for (let i = 0; i < n; i++) await new Promise<void>((resolve) => setImmediate(resolve));
 }
 
-/** Feeds no-op evaluations until `target` have been acked (never more than `WINDOW` outstanding). */
-function feedUntil(engine: Engine, state: { enqueued: number; acked: number }, target: number): Promise<void> {
+/**
+ * Feeds no-op evaluations until `target` have been acked (never more than `WINDOW` outstanding), counting acks by
+ * the broker's event, or (`awaited`) by each handle's `done`.
+ */
+function feedUntil(engine: Engine, state: { enqueued: number; acked: number }, target: number, awaited: boolean): Promise<void> {
   return new Promise<void>((resolve) => {
-    const refill = (): void => {
-      const limit = Math.min(target, state.acked + WINDOW);
-      while (state.enqueued < limit) {
-        const i = state.enqueued++;
-        engine.enqueue({ id: `e${i}`, jobId: `j${i}`, type: 'noop', priority: 50 });
-      }
-    };
-    const off = engine.broker.events.on('broker:ack', () => {
+    let off = (): void => undefined;
+    const acked = (): void => {
       state.acked++;
       if (state.acked >= target) {
         off();
         resolve();
       } else if (state.enqueued - state.acked < WINDOW / 2) refill();
-    });
+    };
+    const refill = (): void => {
+      const limit = Math.min(target, state.acked + WINDOW);
+      while (state.enqueued < limit) {
+        const i = state.enqueued++;
+        const handle = engine.enqueue({ id: `e${i}`, jobId: `j${i}`, type: 'noop', priority: 50 });
+        if (awaited) void handle.done.then(acked);
+      }
+    };
+    if (!awaited) off = engine.broker.events.on('broker:ack', acked);
     refill();
   });
 }
@@ -96,9 +109,10 @@ export async function runMemoryBench(options: MemoryBenchOptions = {}): Promise<
   const state = { enqueued: 0, acked: 0 };
   try {
     const started = performance.now();
-    await feedUntil(engine, state, checkpoint);
+    const awaited = options.awaited === true;
+    await feedUntil(engine, state, checkpoint, awaited);
     const first = await reading(checkpoint, started);
-    await feedUntil(engine, state, total);
+    await feedUntil(engine, state, total, awaited);
     const last = await reading(total, started);
     const broker = engine.broker.stats();
     if (broker.totalReady + broker.totalUnacked + broker.totalPending !== 0 || state.acked !== total) {
@@ -133,7 +147,7 @@ export async function runMemoryBench(options: MemoryBenchOptions = {}): Promise<
         opsPerSec: evalsPerSec,
         threads,
         pass: growth < MAX_HEAP_GROWTH,
-        notes: `goal: under ${MAX_HEAP_GROWTH * 100}% growth; ${WINDOW} evaluations outstanding while feeding; readings taken idle`,
+        notes: `goal: under ${MAX_HEAP_GROWTH * 100}% growth; ${WINDOW} evaluations outstanding while feeding; readings taken idle; outcomes ${options.awaited === true ? 'awaited' : 'dropped at enqueue'}`,
       },
     ];
   } finally {
@@ -142,7 +156,7 @@ export async function runMemoryBench(options: MemoryBenchOptions = {}): Promise<
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const results = await runMemoryBench({ quick: process.argv.includes('--quick') });
+  const results = await runMemoryBench({ quick: process.argv.includes('--quick'), awaited: process.argv.includes('--awaited') });
   if (process.argv.includes('--json')) console.log(JSON.stringify(results, null, 2));
   else {
     console.table(results.slice(0, 2).map((r) => ({ name: r.name, 'heap MB': r['heapUsedMb'], 'heap total MB': r['heapTotalMb'], 'external MB': r['externalMb'], 'rss MB': r['rssMb'] })));

@@ -16,7 +16,7 @@ import { availableParallelism, cpus, totalmem } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { runBrokerBench } from './broker.bench.js';
-import { compareCancelLatency, compareIdleLatency, compareThroughput } from './engine.bench.js';
+import { compareCancelLatency, compareIdleLatency, compareRunThroughput, compareThroughput } from './engine.bench.js';
 import { compareCost, compareFairness, SWEEP_COSTS_MS } from './cpu-load.bench.js';
 import { compareLoadCurves, type LoadCurve } from './load-curve.bench.js';
 import { bestOf, checkFloors, describeFailures, formatValue, type FloorCheck } from './floors.js';
@@ -117,6 +117,17 @@ function units(o: RunOptions): Unit[] {
     title: `engine throughput (${plural(threads, 'thread')})`,
     async run() {
       return { results: [await compareThroughput(threads, quick ? 30_000 : 200_000)] };
+    },
+  });
+
+  list.push({
+    id: 'engine.run-throughput',
+    scope: 'engine',
+    title: `engine.run() answers in flight (${plural(threads, 'thread')})`,
+    // No floor reads it yet.
+    inCi: false,
+    async run() {
+      return { results: [await compareRunThroughput(threads, quick ? 30_000 : 100_000)] };
     },
   });
 

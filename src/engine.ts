@@ -4,22 +4,25 @@
  */
 import { Backoff } from './backoff.js';
 import { EvalBroker } from './broker/eval-broker.js';
-import { FAILED_QUEUE, type Evaluation } from './broker/evaluation.js';
+import { FAILED_QUEUE, type EvaluationInput } from './broker/evaluation.js';
+import type { EvaluationHandle, EvaluationOutcome } from './broker/outcome-waiters.js';
 import type { Clock } from './clock.js';
 import type { BrokerStats } from './broker/eval-broker.js';
-import { InvalidArgumentError, InvalidEvaluationError, InvalidStateError, PayloadTooLargeError, UnknownSchedulerError, type ModuleLoadError } from './errors.js';
+import { AbortWatch, runSignal, type RunOptions } from './engine-run.js';
+import { AbortedError, InvalidArgumentError, InvalidEvaluationError, InvalidStateError, PayloadTooLargeError, UnknownSchedulerError, type ModuleLoadError } from './errors.js';
 import { TypedEmitter } from './events.js';
 import { payloadFits } from './payload-size.js';
 import { resolveEngineOptions, type EngineOptions, type ResolvedEngineOptions } from './options.js';
 import { ThreadPool, type ThreadExit, type ThreadPoolStats } from './pool/thread-pool.js';
 import { SlotTable } from './slots/slot-table.js';
-import { EngineTasks } from './tasks/engine-tasks.js';
-import type { TaskSchedulerStats } from './tasks/task-scheduler.js';
+import { EngineTasks, taskSchedulerOf } from './tasks/engine-tasks.js';
+import type { TaskScheduler, TaskSchedulerStats } from './tasks/task-scheduler.js';
 import { PlanApplier } from './state/plan-applier.js';
 import { StateStore } from './state/state-store.js';
 import { SchedulingWorker } from './workers/scheduling-worker.js';
 import { WorkerMetrics } from './workers/worker-metrics.js';
 import type { WorkerActivityValue, WorkerStatusValue } from './workers/worker-status.js';
+import { WorkerView, type EngineWorker } from './workers/worker-view.js';
 
 export const EngineState = Object.freeze({
   CREATED: 'created',
@@ -71,8 +74,11 @@ export class Engine {
   /** The task scheduler (InfluxDB-style), running task handlers on the same pool as evaluations. */
   readonly tasks: EngineTasks;
   readonly events: TypedEmitter<EngineEvents>;
+  /** The scheduler `tasks` composes: its lifecycle is the engine's. */
+  readonly #taskScheduler: TaskScheduler;
   readonly #pool: ThreadPool;
   readonly #workers: SchedulingWorker[] = [];
+  #workerViews: readonly EngineWorker[] | undefined;
   /** Evaluations of unregistered types the broker still holds and has not failed yet: id → type. */
   readonly #unknown = new Map<string, string>();
   #unknownTimer: ReturnType<Clock['setTimer']> | undefined;
@@ -80,6 +86,7 @@ export class Engine {
   #state: EngineStateValue = EngineState.CREATED;
   #stopping: Promise<void> | undefined;
   #startedAt: number | undefined;
+  readonly #aborts = new AbortWatch((id, cause) => this.#abort(id, cause));
 
   constructor(options: EngineOptions = {}) {
     const o = resolveEngineOptions(options);
@@ -155,6 +162,7 @@ export class Engine {
       backoff: o.backoff,
       tickMs: o.tickMs,
     });
+    this.#taskScheduler = taskSchedulerOf(this.tasks);
     const metrics = new WorkerMetrics(o.registry);
     const types = Object.keys(o.schedulers);
     for (let id = 0; id < o.workers; id++) {
@@ -164,6 +172,7 @@ export class Engine {
           broker: this.broker,
           pool: this.#pool,
           applier: this.plans,
+          state: this.state,
           slots: this.slots,
           clock: o.clock,
           logger,
@@ -173,14 +182,15 @@ export class Engine {
           dequeueTimeoutMs: o.dequeueTimeoutMs,
           syncLimitMs: o.syncLimitMs,
           maxPlanAttempts: o.maxPlanAttempts,
+          abortLost: (id, cause) => this.#abort(id, cause),
         }),
       );
     }
   }
 
-  /** The scheduling workers (status, activity, `pause()`/`resume()` each). */
-  get workers(): readonly SchedulingWorker[] {
-    return this.#workers;
+  /** The scheduling workers, as read-only views (status, activity, the evaluation held, `pause()`/`resume()`). */
+  get workers(): readonly EngineWorker[] {
+    return (this.#workerViews ??= Object.freeze(this.#workers.map((w) => new WorkerView(w))));
   }
 
   get status(): EngineStateValue {
@@ -213,21 +223,46 @@ export class Engine {
     if (this.#state !== EngineState.STARTING) return;
     this.#startedAt = performance.now();
     for (const worker of this.#workers) void worker.start();
-    this.tasks.start();
+    this.#taskScheduler.start();
     this.#state = EngineState.RUNNING;
     this.events.emit('engine:start', { threads: this.#pool.threadCount, workers: this.#workers.length });
   }
 
   /**
-   * Validates and enqueues an evaluation (the same as `engine.broker.enqueue`: the payload must be
-   * structured-cloneable and at most `maxPayloadBytes` once serialized).
+   * Validates (synchronously, typed errors) and enqueues an evaluation, the same as `engine.broker.enqueue`: the
+   * payload must be structured-cloneable and at most `maxPayloadBytes` once serialized; `id`, `jobId` and `priority`
+   * default to a random UUID, the id, and 50. Returns its handle: `done` resolves with the outcome once it is acked
+   * and rejects with a typed error when it is not. An id the broker already holds returns that evaluation's handle.
    */
-  enqueue(evaluation: Evaluation): void {
+  enqueue<V = unknown>(evaluation: EvaluationInput): EvaluationHandle<V> {
     if (this.#state === EngineState.STOPPING || this.#state === EngineState.STOPPED) {
       // The broker would keep it, but no worker would ever take it: say so instead of accepting it.
       throw new InvalidStateError(`Expected a created, starting or running engine to enqueue into, but it is ${this.#state}`);
     }
-    this.broker.enqueue(evaluation);
+    return this.broker.enqueue(evaluation) as EvaluationHandle<V>;
+  }
+
+  /**
+   * Enqueues an evaluation and resolves with its outcome (`{ id, status: 'acked', value, index, attempts,
+   * deliveries }`): `piscina.run()` for evaluations. Rejects as `enqueue` throws and as its `done` rejects. When
+   * `signal` aborts, an evaluation not yet dequeued is removed from the broker and one in flight is canceled
+   * through its slot (its scheduler sees `ctx.canceled`) and removed once its thread lets go, not redelivered;
+   * either way the promise rejects with `AbortedError` (`cause`: the signal's reason). A plan already submitted
+   * still commits: the evaluation is then acked, the abort came too late.
+   */
+  run<V = unknown>(evaluation: EvaluationInput, options?: RunOptions): Promise<EvaluationOutcome<V>> {
+    let handle: EvaluationHandle<V>;
+    let signal: AbortSignal | undefined;
+    try {
+      signal = runSignal(options);
+      if (signal?.aborted === true) {
+        throw new AbortedError('engine.run', { cause: signal.reason });
+      }
+      handle = this.enqueue<V>(evaluation);
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
+    return signal === undefined ? handle.done : this.#aborts.watch(handle, signal);
   }
 
   /**
@@ -240,6 +275,22 @@ export class Engine {
     }
     const token = this.broker.outstanding(evaluationId);
     return token === undefined ? false : (this.#holderOf(evaluationId, token)?.cancelCurrent() ?? false);
+  }
+
+  /**
+   * Gives up an evaluation whose caller aborted: removed if not in flight, canceled through its slot (and removed
+   * when its thread lets go) if a worker holds it. One whose outcome is known (failed, superseded) is left alone.
+   */
+  #abort(evaluationId: string, cause: unknown): void {
+    const info = this.broker.inspect(evaluationId);
+    if (info === undefined || info.queue === FAILED_QUEUE || info.state === 'failed' || info.state === 'cancelable') return;
+    if (info.state !== 'unacked') {
+      this.broker.remove(evaluationId, undefined, cause);
+      return;
+    }
+    const token = this.broker.outstanding(evaluationId)!;
+    // No worker holding it: a caller of `engine.broker` dequeued it, and decides with the token it holds.
+    this.#holderOf(evaluationId, token)?.abortCurrent(token, cause);
   }
 
   /**
@@ -349,6 +400,22 @@ export class Engine {
     return this.#stopping;
   }
 
+  /** What is still in the broker, and manual runs still queued, will not be finished by this engine: say so now. */
+  #giveUpOutcomes(): void {
+    this.broker.rejectOutcomes(
+      (evaluation) =>
+        new InvalidStateError(`Expected evaluation ${JSON.stringify(evaluation.id)} to be finished, but the engine stopped with it still in the broker`, {
+          details: { evalId: evaluation.id },
+        }),
+    );
+    this.#taskScheduler.rejectForcedRuns(
+      (run) =>
+        new InvalidStateError(`Expected run ${JSON.stringify(run.runId)} of task ${JSON.stringify(run.taskId)} to run, but the engine stopped first`, {
+          details: { taskId: run.taskId, runId: run.runId },
+        }),
+    );
+  }
+
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
   }
@@ -360,6 +427,7 @@ export class Engine {
       await this.#pool.stop();
       this.plans.stop();
       this.#clearUnknownTimer();
+      this.#giveUpOutcomes();
       return;
     }
     this.#state = EngineState.STOPPING;
@@ -370,7 +438,7 @@ export class Engine {
     // Runs in flight are canceled at once (they end `canceled` and are logged); cooperative handlers stop within
     // microseconds, others are terminated with their thread after the grace period below.
     let tasksStopped = false;
-    const tasksDone = this.tasks.stop().then(() => {
+    const tasksDone = this.#taskScheduler.stop().then(() => {
       tasksStopped = true;
     });
     let forced = false;
@@ -393,6 +461,7 @@ export class Engine {
     this.plans.stop();
     this.#clearUnknownTimer();
     this.#state = EngineState.STOPPED;
+    this.#giveUpOutcomes();
     let requeued = 0;
     for (const worker of this.#workers) requeued += worker.givenBack;
     this.events.emit('engine:stop', { requeued, forced });

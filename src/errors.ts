@@ -4,9 +4,57 @@
  * structured clone drops the prototype and with it `instanceof`.
  */
 
+/**
+ * Every code a `TickpoolError` can carry: `code` is this literal union, so a `switch` over it is checked. A
+ * scheduler's or handler's own error code travels as `RemoteError.remoteCode`, never as `code`.
+ */
+export const errorCodes = Object.freeze([
+  'ERR_TICKPOOL',
+  'ERR_INVALID_ARGUMENT',
+  'ERR_INVALID_OPTION',
+  'ERR_INVALID_EVALUATION',
+  'ERR_INVALID_TASK',
+  'ERR_INVALID_PLAN',
+  'ERR_BROKER_DISABLED',
+  'ERR_EVAL_NOT_OUTSTANDING',
+  'ERR_TOKEN_MISMATCH',
+  'ERR_NACK_TIMEOUT_REACHED',
+  'ERR_ABORTED',
+  'ERR_DELIVERY_LIMIT',
+  'ERR_SUPERSEDED',
+  'ERR_UNKNOWN_SCHEDULER',
+  'ERR_UNKNOWN_HANDLER',
+  'ERR_SYNC_LIMIT',
+  'ERR_PLAN_ATTEMPTS_EXHAUSTED',
+  'ERR_UNKNOWN_TABLE',
+  'ERR_USER_CODE',
+  'ERR_MODULE_LOAD',
+  'ERR_THREAD_EXITED',
+  'ERR_RESOURCE_LIMIT',
+  'ERR_PAYLOAD_TOO_LARGE',
+  'ERR_CANCELED',
+  'ERR_RUN_CANCELED',
+  'ERR_INVALID_STATE',
+  'ERR_TASK_ALREADY_CLAIMED',
+  'ERR_TASK_NOT_CLAIMED',
+  'ERR_TASK_NOT_FOUND',
+  'ERR_RUN_NOT_FOUND',
+  'ERR_RUN_NOT_YET_DUE',
+  'ERR_DUPLICATE_RUN',
+  'ERR_REPLICA_GAP',
+] as const);
+export type ErrorCode = (typeof errorCodes)[number];
+
+const codeSet: ReadonlySet<string> = new Set(errorCodes);
+
+/** `value` is one of tickpool's error codes. */
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === 'string' && codeSet.has(value);
+}
+
 export class TickpoolError extends Error {
   /** Stable, documented identifier of the failure kind. */
-  readonly code: string = 'ERR_TICKPOOL';
+  readonly code: ErrorCode = 'ERR_TICKPOOL';
   /** Extra structured facts (ids, limits) for logs and callers. */
   readonly details: Readonly<Record<string, unknown>> | undefined;
 
@@ -47,7 +95,7 @@ function quote(value: unknown): string {
 
 /** Bad input at a public entry point: a value of the wrong type or range. */
 export class InvalidArgumentError extends TickpoolError {
-  override readonly code: string = 'ERR_INVALID_ARGUMENT';
+  override readonly code: ErrorCode = 'ERR_INVALID_ARGUMENT';
   constructor(name: string, expected: string, received: unknown) {
     super(`Expected \`${name}\` to be ${expected}, got ${describeValue(received)}`, { details: { name, expected } });
   }
@@ -55,27 +103,27 @@ export class InvalidArgumentError extends TickpoolError {
 
 /** An option of `createEngine`, `EvalBroker`, `Backoff`, … is invalid. */
 export class InvalidOptionError extends InvalidArgumentError {
-  override readonly code: string = 'ERR_INVALID_OPTION';
+  override readonly code: ErrorCode = 'ERR_INVALID_OPTION';
 }
 
 /** An evaluation handed to `enqueue` is malformed. */
 export class InvalidEvaluationError extends InvalidArgumentError {
-  override readonly code: string = 'ERR_INVALID_EVALUATION';
+  override readonly code: ErrorCode = 'ERR_INVALID_EVALUATION';
 }
 
 /** A task handed to `claimTask`/`putTask` is malformed (including its `cron`/`every` schedule). */
 export class InvalidTaskError extends InvalidArgumentError {
-  override readonly code: string = 'ERR_INVALID_TASK';
+  override readonly code: ErrorCode = 'ERR_INVALID_TASK';
 }
 
 /** A plan submitted to the plan applier is malformed. */
 export class InvalidPlanError extends InvalidArgumentError {
-  override readonly code: string = 'ERR_INVALID_PLAN';
+  override readonly code: ErrorCode = 'ERR_INVALID_PLAN';
 }
 
 /** The broker is disabled: enqueue throws, dequeue rejects, waiters are woken with this. */
 export class BrokerDisabledError extends TickpoolError {
-  override readonly code: string = 'ERR_BROKER_DISABLED';
+  override readonly code: ErrorCode = 'ERR_BROKER_DISABLED';
   constructor(operation: string) {
     super(`Expected the eval broker to be enabled for ${operation}, but it is disabled`);
   }
@@ -83,7 +131,7 @@ export class BrokerDisabledError extends TickpoolError {
 
 /** ack/nack/heartbeat for an evaluation that is not outstanding (never dequeued, already acked, or flushed). */
 export class EvalNotOutstandingError extends TickpoolError {
-  override readonly code: string = 'ERR_EVAL_NOT_OUTSTANDING';
+  override readonly code: ErrorCode = 'ERR_EVAL_NOT_OUTSTANDING';
   constructor(evalId: string) {
     super(`Expected evaluation ${quote(evalId)} to be outstanding (dequeued and not yet acked), but it is not`, {
       details: { evalId },
@@ -93,7 +141,7 @@ export class EvalNotOutstandingError extends TickpoolError {
 
 /** ack/nack/heartbeat with a token that is not the one of the current delivery. */
 export class TokenMismatchError extends TickpoolError {
-  override readonly code: string = 'ERR_TOKEN_MISMATCH';
+  override readonly code: ErrorCode = 'ERR_TOKEN_MISMATCH';
   constructor(evalId: string, received: unknown) {
     super(
       `Expected the token of the current delivery of evaluation ${quote(evalId)}, got ${describeValue(received)}`,
@@ -104,7 +152,7 @@ export class TokenMismatchError extends TickpoolError {
 
 /** An ack arrived after the nack deadline fired: the nack won and the evaluation was redelivered or failed. */
 export class NackTimeoutReachedError extends TickpoolError {
-  override readonly code: string = 'ERR_NACK_TIMEOUT_REACHED';
+  override readonly code: ErrorCode = 'ERR_NACK_TIMEOUT_REACHED';
   constructor(evalId: string) {
     super(`Expected an ack of evaluation ${quote(evalId)} before its nack deadline, but the deadline had passed`, {
       details: { evalId },
@@ -112,17 +160,17 @@ export class NackTimeoutReachedError extends TickpoolError {
   }
 }
 
-/** A dequeue or wait was aborted by its caller's `AbortSignal`. */
+/** A dequeue, a wait or an evaluation was aborted by its caller's `AbortSignal`; `cause` is the signal's reason. */
 export class AbortedError extends TickpoolError {
-  override readonly code: string = 'ERR_ABORTED';
-  constructor(operation: string) {
-    super(`Expected ${operation} to complete, but it was aborted by its signal`);
+  override readonly code: ErrorCode = 'ERR_ABORTED';
+  constructor(operation: string, options?: { cause?: unknown }) {
+    super(`Expected ${operation} to complete, but it was aborted by its signal`, options?.cause === undefined ? undefined : { cause: options.cause });
   }
 }
 
 /** An evaluation exceeded the delivery limit and was moved to the `_failed` queue. */
 export class DeliveryLimitError extends TickpoolError {
-  override readonly code: string = 'ERR_DELIVERY_LIMIT';
+  override readonly code: ErrorCode = 'ERR_DELIVERY_LIMIT';
   constructor(evalId: string, deliveries: number, limit: number) {
     super(
       `Expected evaluation ${quote(evalId)} to succeed within ${limit} deliveries, but it was delivered ${deliveries} times`,
@@ -131,9 +179,27 @@ export class DeliveryLimitError extends TickpoolError {
   }
 }
 
+/**
+ * A newer evaluation of the same job superseded this one before it ran (Nomad's cancelable evaluations): when the
+ * job's evaluation in hand was acked, the best pending one was promoted and the others will never run.
+ */
+export class SupersededError extends TickpoolError {
+  override readonly code: ErrorCode = 'ERR_SUPERSEDED';
+  readonly evalId: string;
+  /** The evaluation of the same job that was promoted instead. */
+  readonly supersededBy: string;
+  constructor(evalId: string, supersededBy: string) {
+    super(`Expected evaluation ${quote(evalId)} to run, but evaluation ${quote(supersededBy)} of the same job superseded it`, {
+      details: { evalId, supersededBy },
+    });
+    this.evalId = evalId;
+    this.supersededBy = supersededBy;
+  }
+}
+
 /** An evaluation's `type` has no registered scheduler; it is never executed. */
 export class UnknownSchedulerError extends TickpoolError {
-  override readonly code: string = 'ERR_UNKNOWN_SCHEDULER';
+  override readonly code: ErrorCode = 'ERR_UNKNOWN_SCHEDULER';
   constructor(type: string, known: readonly string[]) {
     super(`Expected an evaluation type with a registered scheduler (${known.join(', ') || 'none registered'}), got ${quote(type)}`, {
       details: { type },
@@ -143,7 +209,7 @@ export class UnknownSchedulerError extends TickpoolError {
 
 /** A task's `handler` names no registered handler module. */
 export class UnknownHandlerError extends TickpoolError {
-  override readonly code: string = 'ERR_UNKNOWN_HANDLER';
+  override readonly code: ErrorCode = 'ERR_UNKNOWN_HANDLER';
   constructor(handler: string, known: readonly string[]) {
     super(`Expected a registered task handler (${known.join(', ') || 'none registered'}), got ${quote(handler)}`, {
       details: { handler },
@@ -153,7 +219,7 @@ export class UnknownHandlerError extends TickpoolError {
 
 /** `waitForIndex` gave up: the replica did not reach the index within the sync limit. */
 export class SyncLimitError extends TickpoolError {
-  override readonly code: string = 'ERR_SYNC_LIMIT';
+  override readonly code: ErrorCode = 'ERR_SYNC_LIMIT';
   constructor(index: number, applied: number, limitMs: number) {
     super(`Expected the replica to reach index ${index} within ${limitMs} ms, but it stayed at ${applied}`, {
       details: { index, applied, limitMs },
@@ -163,7 +229,7 @@ export class SyncLimitError extends TickpoolError {
 
 /** A plan's writes kept conflicting: the scheduler was re-run `maxPlanAttempts` times without a full commit. */
 export class PlanAttemptsExhaustedError extends TickpoolError {
-  override readonly code: string = 'ERR_PLAN_ATTEMPTS_EXHAUSTED';
+  override readonly code: ErrorCode = 'ERR_PLAN_ATTEMPTS_EXHAUSTED';
   constructor(evalId: string, attempts: number, reason: string) {
     super(`Expected the plan of evaluation ${quote(evalId)} to commit within ${attempts} attempts, but: ${reason}`, {
       details: { evalId, attempts },
@@ -173,7 +239,7 @@ export class PlanAttemptsExhaustedError extends TickpoolError {
 
 /** A plan or a store write names a table that the state store does not have. */
 export class UnknownTableError extends TickpoolError {
-  override readonly code: string = 'ERR_UNKNOWN_TABLE';
+  override readonly code: ErrorCode = 'ERR_UNKNOWN_TABLE';
   constructor(table: unknown, known: readonly string[]) {
     super(`Expected a table of the state store (${known.join(', ') || 'none defined'}), got ${describeValue(table)}`, {
       details: { known },
@@ -183,7 +249,7 @@ export class UnknownTableError extends TickpoolError {
 
 /** User code (a scheduler or a task handler) threw or rejected; `cause` holds what it threw. */
 export class UserCodeError extends TickpoolError {
-  override readonly code: string = 'ERR_USER_CODE';
+  override readonly code: ErrorCode = 'ERR_USER_CODE';
 }
 
 /**
@@ -192,7 +258,7 @@ export class UserCodeError extends TickpoolError {
  * function under its export name. `cause` holds the load error; `details` names the module.
  */
 export class ModuleLoadError extends TickpoolError {
-  override readonly code: string = 'ERR_MODULE_LOAD';
+  override readonly code: ErrorCode = 'ERR_MODULE_LOAD';
   constructor(module: { kind: 'scheduler' | 'handler'; name: string; url: string; exportName: string; threadIndex: number }, cause: unknown) {
     const reason = cause instanceof Error ? cause.message : describeValue(cause);
     super(
@@ -204,17 +270,17 @@ export class ModuleLoadError extends TickpoolError {
 
 /** A pool thread exited or was terminated while it held work. */
 export class ThreadExitedError extends TickpoolError {
-  override readonly code: string = 'ERR_THREAD_EXITED';
+  override readonly code: ErrorCode = 'ERR_THREAD_EXITED';
 }
 
 /** A thread exceeded a `resourceLimits` bound and was stopped. */
 export class ResourceLimitError extends TickpoolError {
-  override readonly code: string = 'ERR_RESOURCE_LIMIT';
+  override readonly code: ErrorCode = 'ERR_RESOURCE_LIMIT';
 }
 
 /** An evaluation payload is larger than `maxPayloadBytes`. */
 export class PayloadTooLargeError extends TickpoolError {
-  override readonly code: string = 'ERR_PAYLOAD_TOO_LARGE';
+  override readonly code: ErrorCode = 'ERR_PAYLOAD_TOO_LARGE';
   constructor(bytes: number, limit: number) {
     super(`Expected a payload of at most ${limit} bytes, got ${bytes} bytes`, { details: { bytes, limit } });
   }
@@ -222,12 +288,12 @@ export class PayloadTooLargeError extends TickpoolError {
 
 /** Work canceled on request (cooperatively or by terminating its thread). */
 export class CanceledError extends TickpoolError {
-  override readonly code: string = 'ERR_CANCELED';
+  override readonly code: ErrorCode = 'ERR_CANCELED';
 }
 
 /** A task run was canceled; `RunPromise.wait()` rejects with this after `cancel()`. */
 export class RunCanceledError extends CanceledError {
-  override readonly code: string = 'ERR_RUN_CANCELED';
+  override readonly code: ErrorCode = 'ERR_RUN_CANCELED';
   constructor(taskId: string, runId: string) {
     super(`Run ${quote(runId)} of task ${quote(taskId)} was canceled`, { details: { taskId, runId } });
   }
@@ -235,12 +301,12 @@ export class RunCanceledError extends CanceledError {
 
 /** The engine (or a component) is not in a state that allows the call. */
 export class InvalidStateError extends TickpoolError {
-  override readonly code: string = 'ERR_INVALID_STATE';
+  override readonly code: ErrorCode = 'ERR_INVALID_STATE';
 }
 
 /** `claimTask` of a task id that is already claimed. */
 export class TaskAlreadyClaimedError extends TickpoolError {
-  override readonly code: string = 'ERR_TASK_ALREADY_CLAIMED';
+  override readonly code: ErrorCode = 'ERR_TASK_ALREADY_CLAIMED';
   constructor(taskId: string) {
     super(`Expected task ${quote(taskId)} to be unclaimed, but it is already claimed`, { details: { taskId } });
   }
@@ -248,7 +314,7 @@ export class TaskAlreadyClaimedError extends TickpoolError {
 
 /** `releaseTask` (or a manual run) of a task id that is not claimed. */
 export class TaskNotClaimedError extends TickpoolError {
-  override readonly code: string = 'ERR_TASK_NOT_CLAIMED';
+  override readonly code: ErrorCode = 'ERR_TASK_NOT_CLAIMED';
   constructor(taskId: string) {
     super(`Expected task ${quote(taskId)} to be claimed, but it is not`, { details: { taskId } });
   }
@@ -256,7 +322,7 @@ export class TaskNotClaimedError extends TickpoolError {
 
 /** A task id that the desired state does not know. */
 export class TaskNotFoundError extends TickpoolError {
-  override readonly code: string = 'ERR_TASK_NOT_FOUND';
+  override readonly code: ErrorCode = 'ERR_TASK_NOT_FOUND';
   constructor(taskId: string) {
     super(`Expected a known task id, got ${quote(taskId)}`, { details: { taskId } });
   }
@@ -264,7 +330,7 @@ export class TaskNotFoundError extends TickpoolError {
 
 /** A run id that the run log does not know. */
 export class RunNotFoundError extends TickpoolError {
-  override readonly code: string = 'ERR_RUN_NOT_FOUND';
+  override readonly code: ErrorCode = 'ERR_RUN_NOT_FOUND';
   constructor(taskId: string, runId: string) {
     super(`Expected a known run of task ${quote(taskId)}, got run id ${quote(runId)}`, {
       details: { taskId, runId },
@@ -274,7 +340,7 @@ export class RunNotFoundError extends TickpoolError {
 
 /** `createNextRun` found no run due yet; `dueAt` is when the next one is. */
 export class RunNotYetDueError extends TickpoolError {
-  override readonly code: string = 'ERR_RUN_NOT_YET_DUE';
+  override readonly code: ErrorCode = 'ERR_RUN_NOT_YET_DUE';
   readonly dueAt: number;
   constructor(dueAt: number) {
     super(`Expected a run to be due, but the next one is due at ${RunNotYetDueError.#when(dueAt)}`, { details: { dueAt } });
@@ -290,7 +356,7 @@ export class RunNotYetDueError extends TickpoolError {
 
 /** A run for the same task and `scheduledFor` already exists. */
 export class DuplicateRunError extends TickpoolError {
-  override readonly code: string = 'ERR_DUPLICATE_RUN';
+  override readonly code: ErrorCode = 'ERR_DUPLICATE_RUN';
   constructor(taskId: string, scheduledFor: number) {
     super(`Expected one run per scheduled time, but task ${quote(taskId)} already has a run for ${scheduledFor}`, {
       details: { taskId, scheduledFor },
@@ -322,13 +388,19 @@ export function toWire(error: unknown): WireError {
   return { name: 'Error', code: undefined, message: describeValue(error), stack: undefined, details: undefined };
 }
 
-/** An error rebuilt from its wire form: keeps name, code, message and the remote stack. */
+/**
+ * An error rebuilt from its wire form: keeps name, message and the remote stack. `code` is the remote error's code
+ * when it is a tickpool code (a `CanceledError` or `SyncLimitError` thrown on a thread), `ERR_USER_CODE` otherwise;
+ * `remoteCode` is the thrower's own `code`, whatever it was (`ENOENT`, `E_MY_APP`), or `undefined`.
+ */
 export class RemoteError extends TickpoolError {
-  override readonly code: string;
+  override readonly code: ErrorCode;
+  readonly remoteCode: string | undefined;
   constructor(wire: WireError) {
     super(wire.message, wire.details === undefined ? undefined : { details: wire.details });
     this.name = wire.name;
-    this.code = wire.code ?? 'ERR_USER_CODE';
+    this.code = isErrorCode(wire.code) ? wire.code : 'ERR_USER_CODE';
+    this.remoteCode = wire.code;
     if (wire.stack !== undefined) this.stack = wire.stack;
   }
 }
@@ -342,7 +414,7 @@ export function fromWire(wire: WireError): TickpoolError {
  * reset from a full copy of the state (`StateStore.full()`), or caught up with `StateStore.changesSince()`.
  */
 export class ReplicaGapError extends InvalidStateError {
-  override readonly code: string = 'ERR_REPLICA_GAP';
+  override readonly code: ErrorCode = 'ERR_REPLICA_GAP';
   constructor(appliedIndex: number, received: number) {
     super(`Expected the change set at index ${appliedIndex + 1} (the replica is at ${appliedIndex}), got index ${received}`, {
       details: { appliedIndex, received },

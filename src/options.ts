@@ -21,54 +21,114 @@ import type { EvaluatePlan } from './state/types.js';
 export type ModuleSpec = string | URL | { readonly module: string | URL; readonly export?: string };
 
 export interface EngineOptions {
-  /** Pool threads: a count, or `{ min, max }` to grow under load and shrink when idle. */
+  /**
+   * Pool threads: a count (1..512), or `{ min, max }` to grow under load and shrink when idle.
+   * @default `availableParallelism()`
+   */
   readonly threads?: number | { readonly min: number; readonly max: number };
   /**
    * Scheduling workers (Nomad's `num_schedulers`): how many evaluations may be dequeued at once, each on a thread or
    * waiting in the pool's queue for one (waiting never counts against its nack deadline).
+   * @default `threads.max × 128`
    */
   readonly workers?: number;
-  /** Evaluation type → scheduler module (default export unless named). Only these ever run. */
+  /**
+   * Evaluation type → scheduler module (default export unless named). Only these ever run.
+   * @default `{}`
+   */
   readonly schedulers?: Readonly<Record<string, ModuleSpec>>;
-  /** Task handler name → handler module. Only these ever run. */
+  /**
+   * Task handler name → handler module. Only these ever run.
+   * @default `{}`
+   */
   readonly handlers?: Readonly<Record<string, ModuleSpec>>;
-  /** Backoff of workers after dequeue errors, and of task retries. */
+  /**
+   * Backoff of workers after dequeue errors, and of task retries.
+   * @default `{ baselineMs: 20, limitMs: 5000, factor: 4, jitter: 'none' }`
+   */
   readonly backoff?: BackoffOptions;
-  /** Options of the evaluation broker (`clock`, `logger`, `registry` come from the engine). */
+  /**
+   * Options of the evaluation broker (`clock`, `logger`, `registry` come from the engine).
+   * @default `{ nackTimeoutMs: 60000, deliveryLimit: 3, initialNackDelayMs: 1000, subsequentNackDelayMs: 20000, random: Math.random }`
+   */
   readonly broker?: Omit<EvalBrokerOptions, 'clock' | 'logger' | 'registry' | 'extendNackDeadline' | 'validatePayload'>;
-  /** How long one dequeue waits before the worker checks for shutdown, ms. */
+  /**
+   * How long one dequeue waits before the worker checks for shutdown, ms.
+   * @default 500
+   */
   readonly dequeueTimeoutMs?: number;
-  /** How long a thread waits for its replica to reach an evaluation's index before the evaluation is nacked, ms. */
+  /**
+   * How long a thread waits for its replica to reach an evaluation's index before the evaluation is nacked, ms.
+   * @default 5000
+   */
   readonly syncLimitMs?: number;
-  /** Scheduler runs per evaluation while its plan keeps being partly rejected. */
+  /**
+   * Scheduler runs per evaluation while its plan keeps being partly rejected.
+   * @default 5
+   */
   readonly maxPlanAttempts?: number;
-  /** How long canceled work may keep running before its thread is terminated, ms. */
+  /**
+   * How long canceled work may keep running before its thread is terminated, ms.
+   * @default 1000
+   */
   readonly cancelGraceMs?: number;
   /**
    * Most items one thread may hold at once (what one batch, and one crash, can hold). Within it, a thread holds about
    * two milliseconds of predicted work: long items go one at a time to whichever thread is free.
+   * @default 128
    */
   readonly batchSize?: number;
-  /** A thread above `threads.min` idle this long is stopped, ms. */
+  /**
+   * A thread above `threads.min` idle this long is stopped, ms.
+   * @default 30000
+   */
   readonly idleTimeoutMs?: number;
   /**
    * How long a pool thread that ran out of work keeps polling shared memory for more before it sleeps, µs. While it
    * polls, a new item starts without waking the thread (a few µs instead of ~10); the price is CPU burned while
-   * idle, and on a machine with no spare core that CPU is taken from the main thread. 0 (the default) never polls.
+   * idle, and on a machine with no spare core that CPU is taken from the main thread. 0 never polls.
+   * @default 0
    */
   readonly idleSpinUs?: number;
-  /** Tables of the state store. */
+  /**
+   * Tables of the state store.
+   * @default `[]`
+   */
   readonly tables?: readonly string[];
-  /** Optional plan check run by the plan applier (Nomad's per-node fit check): returns the writes to reject. */
+  /**
+   * Optional plan check run by the plan applier (Nomad's per-node fit check): returns the writes to reject.
+   * @default none (the version check only)
+   */
   readonly evaluatePlan?: EvaluatePlan;
-  /** Interval of the task ticker, ms. The ticker also wakes at the earliest due time. */
+  /**
+   * Interval of the task ticker, ms. The ticker also wakes at the earliest due time.
+   * @default 1000
+   */
   readonly tickMs?: number;
-  /** Piscina `resourceLimits` for every pool thread. */
+  /**
+   * Piscina `resourceLimits` for every pool thread.
+   * @default none (Node's own limits)
+   */
   readonly resourceLimits?: ResourceLimits;
-  /** Largest evaluation payload accepted at enqueue, bytes of its structured-clone serialization. */
+  /**
+   * Largest evaluation payload accepted at enqueue, bytes of its structured-clone serialization.
+   * @default 1048576
+   */
   readonly maxPayloadBytes?: number;
+  /**
+   * Where the engine logs; per-evaluation events are at `debug`.
+   * @default a pino logger at `warn`
+   */
   readonly logger?: Logger;
+  /**
+   * Where every metric is registered.
+   * @default `new Registry()`
+   */
   readonly registry?: Registry;
+  /**
+   * Time source of every deadline, delay, backoff and schedule (a `ManualClock` in tests).
+   * @default `systemClock`
+   */
   readonly clock?: Clock;
 }
 

@@ -3,7 +3,8 @@
  * which flag is wrong and what it expects; `main.ts` prints it with the usage and exits with code 2.
  */
 import { parseArgs } from 'node:util';
-import { backoffDefaults, defaultThreads, engineDefaults } from '../../src/index.js';
+import { backoffDefaults } from '../../src/backoff.js';
+import { defaultThreads, engineDefaults } from '../../src/options.js';
 
 export interface CliOptions {
   readonly threads: number;

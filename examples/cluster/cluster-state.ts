@@ -2,7 +2,8 @@
  * The simulated cluster: a seeded generator of nodes and job specs, the initial state written into the engine's
  * state store, and the audit of the final state (is every node's accounting right, is any node overcommitted?).
  */
-import type { Snapshot, StateStore } from '../../src/index.js';
+import type { Snapshot } from '../../src/index.js';
+import type { StateStore } from '../../src/state/state-store.js';
 import { MAX_COUNT, Table, type AllocRecord, type Constraint, type JobRecord, type JobType, type NodeRecord } from './model.js';
 
 /** A small seeded PRNG (mulberry32): the same seed gives the same cluster, run after run. */

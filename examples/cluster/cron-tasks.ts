@@ -11,7 +11,8 @@
  * scheduler's events.
  */
 import { createHistogram, type RecordableHistogram } from 'node:perf_hooks';
-import type { Engine, Logger, Plan } from '../../src/index.js';
+import type { Engine, Plan } from '../../src/index.js';
+import type { Logger } from '../../src/observability/logger.js';
 import { Table, type NodeRecord } from './model.js';
 import type { NodeMetricsStream } from './node-metrics.js';
 import type { SecondSummary } from './tasks/downsample.js';

@@ -4,7 +4,7 @@
  * JSON lines otherwise. The library itself never loads pino-pretty.
  */
 import { pino } from 'pino';
-import type { Logger } from '../../src/index.js';
+import type { Logger } from '../../src/observability/logger.js';
 import type { StatusLine } from './status-line.js';
 
 /** pino-pretty's `prettyFactory`: options → (one JSON log line) → formatted text. */

@@ -7,7 +7,8 @@
  *   engine.tasks   ──► tasks/downsample.ts (every 1 s, node metrics in shared memory), tasks/gc.ts (every 5 s)
  *   run-stats, cron-tasks, status line, metrics server ──► report.ts
  */
-import { createEngine, Registry } from '../../src/index.js';
+import { Registry } from 'prom-client';
+import { createEngine } from '../../src/index.js';
 import { parseCli, usage, UsageError, type CliOptions } from './cli.js';
 import { auditCapacity, seedNodes, seededRandom } from './cluster-state.js';
 import { CronTasks, Handlers } from './cron-tasks.js';

@@ -1,7 +1,7 @@
 /** Serves the engine's Prometheus registry on 127.0.0.1 (`GET /metrics`) for as long as the demo runs. */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Registry } from '../../src/index.js';
+import type { Registry } from 'prom-client';
 
 export interface MetricsServer {
   readonly url: string;

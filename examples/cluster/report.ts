@@ -2,7 +2,7 @@
  * The final report: one plain object (printed as JSON with `--headless`, for tests and scripts) and its text form.
  */
 import type { RecordableHistogram } from 'node:perf_hooks';
-import type { BrokerStats } from '../../src/index.js';
+import type { BrokerStats } from '../../src/broker/index.js';
 import type { CapacityAudit } from './cluster-state.js';
 import type { SecondSummary } from './tasks/downsample.js';
 import type { FitCheckStats } from './evaluate-plan.js';

@@ -3,7 +3,8 @@
  * nothing here reaches into the engine's internals.
  */
 import { createHistogram, type RecordableHistogram } from 'node:perf_hooks';
-import type { Engine, Evaluation } from '../../src/index.js';
+import type { Evaluation } from '../../src/broker/index.js';
+import type { Engine } from '../../src/index.js';
 import { Table } from './model.js';
 import type { Probe, ProbeRef } from './probe.js';
 

@@ -7,9 +7,11 @@ const engine = createEngine({
 });
 await engine.start();
 const texts = { a: 'to be or not to be', b: 'all is well', c: 'that ends well' };
-let left = Object.keys(texts).length;
-const allAcked = new Promise((done) => engine.broker.events.on('broker:ack', () => --left === 0 && done(true)));
-for (const [jobId, text] of Object.entries(texts)) engine.enqueue({ id: `eval-${jobId}`, jobId, type: 'count', priority: 50, payload: text });
-await allAcked;
-for (const { key, value } of engine.state.snapshot().list('words')) console.log(key, value); // a 6, b 3, c 3
+await Promise.all(
+  Object.entries(texts).map(async ([jobId, payload]) => {
+    // Resolves once the scheduler's plan has committed, with the value it handed back.
+    const { value } = await engine.run({ jobId, type: 'count', payload });
+    console.log(jobId, value); // a 6, b 3, c 3
+  }),
+);
 await engine.stop();

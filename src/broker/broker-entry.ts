@@ -1,6 +1,7 @@
 import type { QueueLatencies } from './broker-metrics.js';
 import type { DeadlineNode } from './deadline-queue.js';
 import { DEFAULT_NAMESPACE, FAILED_QUEUE, type Evaluation } from './evaluation.js';
+import { OutcomeHandle } from './outcome-waiters.js';
 import { PriorityHeap, type HeapNode } from './priority-heap.js';
 import { ReadyLine } from './ready-line.js';
 
@@ -14,7 +15,7 @@ import { ReadyLine } from './ready-line.js';
  * - UNACKED: delivered with `token`; in the deadline queue unless its nack timeout is paused.
  * - WAITING: in the deadline queue until `due`. With `holdsSlot` it is a nacked delivery waiting out its re-enqueue
  *   delay (it keeps its job's slot, as in Nomad); without, a `wait`/`waitUntil` evaluation (it takes no slot).
- * - CANCELABLE: in the broker's cancelable list until `drainCancelable()`.
+ * - CANCELABLE: in the broker's cancelable list until `drainCancelable()` (its outcome is already settled).
  * An entry in `_failed` is READY or UNACKED with `queue` = the failed queue and never holds a job slot.
  */
 export const EntryState = {
@@ -41,11 +42,14 @@ export class Entry implements HeapNode, DeadlineNode {
   readonly order: number;
   /** Enqueue order; the last tie-break everywhere. */
   readonly seq: number;
+  /** What `enqueue` returned for it; settled where the broker settles the evaluation. */
+  readonly handle: OutcomeHandle;
 
   state: EntryStateValue = EntryState.Gone;
   /** The queue it is ready or unacked in. */
   queue: ReadyQueue | undefined = undefined;
   heapIndex = -1;
+  lineMark = 0;
   due = 0;
   deadlineIndex = -1;
   deadlineSeq = 0;
@@ -78,6 +82,7 @@ export class Entry implements HeapNode, DeadlineNode {
     this.modifyIndex = evaluation.modifyIndex ?? 0;
     this.order = evaluation.createIndex ?? 0;
     this.seq = seq;
+    this.handle = new OutcomeHandle(evaluation.id);
   }
 }
 

@@ -1,3 +1,4 @@
+import type { EvaluationState } from './eval-broker.js';
 import type { Evaluation } from './evaluation.js';
 
 /**
@@ -28,6 +29,8 @@ export interface BrokerEvents {
   'broker:extend': { readonly evaluation: Evaluation; readonly token: string; readonly deadline: number };
   /** An evaluation entered the `_failed` queue. */
   'broker:failed': { readonly evaluation: Evaluation; readonly reason: Error };
+  /** `remove()` took the evaluation out of the broker from `state` (its outcome rejects with `AbortedError`). */
+  'broker:remove': { readonly evaluation: Evaluation; readonly state: EvaluationState };
   /** An ack superseded these pending evaluations of the same job; collect them with `drainCancelable()`. */
   'broker:cancelable': { readonly evaluations: readonly Evaluation[] };
   /** `setEnabled` changed the state; `flushed` is what a disable removed. */

@@ -7,6 +7,7 @@ import {
   EvalNotOutstandingError,
   InvalidArgumentError,
   NackTimeoutReachedError,
+  SupersededError,
   TokenMismatchError,
 } from '../errors.js';
 import { TypedEmitter } from '../events.js';
@@ -17,7 +18,8 @@ import type { BrokerEvents } from './broker-events.js';
 import { brokerMetricsHub, type BrokerGaugeSnapshot, type BrokerMetricsHub } from './broker-metrics.js';
 import { resolveEvalBrokerOptions, type EvalBrokerOptions, type ResolvedEvalBrokerOptions } from './broker-options.js';
 import { DeadlineQueue, type DeadlineNode } from './deadline-queue.js';
-import { assertEvaluation, FAILED_QUEUE, nackDelayMs, type Evaluation } from './evaluation.js';
+import { assertEvaluation, FAILED_QUEUE, nackDelayMs, withEvaluationDefaults, type Evaluation, type EvaluationInput } from './evaluation.js';
+import type { AckResult, EvaluationHandle } from './outcome-waiters.js';
 import { PriorityHeap } from './priority-heap.js';
 
 /** What a dequeue hands out: the evaluation and the token that ack/nack must present. */
@@ -94,6 +96,39 @@ function assertTypes(types: unknown): asserts types is readonly string[] {
 function withCause<E extends Error>(error: E, cause: unknown): E {
   if (cause !== undefined) Object.defineProperty(error, 'cause', { value: cause, writable: true, configurable: true, enumerable: false });
   return error;
+}
+
+/** Where an entry the broker holds is, as `inspect` reports it. */
+function stateOf(entry: Entry): EvaluationState {
+  switch (entry.state) {
+    case EntryState.Ready:
+      return entry.queue?.failed === true ? 'failed' : 'ready';
+    case EntryState.Pending:
+      return 'pending';
+    case EntryState.Unacked:
+      return 'unacked';
+    case EntryState.Waiting:
+      return 'waiting';
+    default:
+      return 'cancelable';
+  }
+}
+
+const ackResultKeys: ReadonlySet<string> = new Set(['value', 'index', 'attempts']);
+
+function assertAckResult(result: unknown): asserts result is AckResult {
+  if (result === null || typeof result !== 'object' || Array.isArray(result)) {
+    throw new InvalidArgumentError('result', 'an object { value?, index?, attempts? } or undefined', result);
+  }
+  const r = result as Record<string, unknown>;
+  for (const key in r) if (!ackResultKeys.has(key)) throw new InvalidArgumentError(`result.${key}`, 'no such field (an ack result has value, index, attempts)', r[key]);
+  const { index, attempts } = r;
+  if (index !== undefined && (!Number.isSafeInteger(index) || (index as number) < 0)) {
+    throw new InvalidArgumentError('result.index', 'a state index (a safe integer >= 0) or undefined', index);
+  }
+  if (attempts !== undefined && (!Number.isSafeInteger(attempts) || (attempts as number) < 1)) {
+    throw new InvalidArgumentError('result.attempts', 'an integer >= 1 or undefined', attempts);
+  }
 }
 
 /**
@@ -204,13 +239,17 @@ export class EvalBroker {
   }
 
   /**
-   * Adds an evaluation. An id the broker already holds (in any state, including cancelable and failed) is a
-   * no-op. `wait`/`waitUntil` hold it until due (the later of the two), without taking its job's slot meanwhile.
+   * Adds an evaluation and returns its handle (`done` settles where the broker settles the evaluation). Absent
+   * `id`, `jobId` and `priority` get their defaults (a random UUID, the id, 50). An id the broker already holds (in
+   * any state, including cancelable and failed) changes nothing and returns that evaluation's handle.
+   * `wait`/`waitUntil` hold it until due (the later of the two), without taking its job's slot meanwhile.
    */
-  enqueue(evaluation: Evaluation): void {
+  enqueue(input: EvaluationInput): EvaluationHandle {
     if (!this.#enabled) throw new BrokerDisabledError('enqueue');
+    const evaluation = withEvaluationDefaults(input);
     assertEvaluation(evaluation, this.#options.validatePayload);
-    if (this.#evals.has(evaluation.id)) return;
+    const held = this.#evals.get(evaluation.id);
+    if (held !== undefined) return held.handle;
     const now = this.#clock.now();
     const entry = new Entry(evaluation, this.#seq++);
     this.#evals.set(entry.id, entry);
@@ -232,6 +271,7 @@ export class EvalBroker {
       this.#events.emit('broker:enqueue', { evaluation, delayedUntil: delayed ? due : undefined });
     }
     this.#serveWaiters();
+    return entry.handle;
   }
 
   /**
@@ -303,9 +343,14 @@ export class EvalBroker {
     }
   }
 
-  /** Completes a delivery. The job's best pending evaluation is promoted; its other pending ones become cancelable. */
-  ack(id: string, token: string): void {
+  /**
+   * Completes a delivery: its handle's `done` resolves with `result` (the value, the index its plan committed at,
+   * the scheduler runs it took) and its delivery count. The job's best pending evaluation is promoted; its other
+   * pending ones become cancelable (their `done` rejects with `SupersededError`).
+   */
+  ack(id: string, token: string, result?: AckResult): void {
     const entry = this.#outstanding(id, token);
+    if (result !== undefined) assertAckResult(result);
     const now = this.#clock.now();
     this.#endDelivery(entry, now);
     this.#evals.delete(entry.id);
@@ -313,6 +358,8 @@ export class EvalBroker {
     entry.queue = undefined;
     let canceled: Entry[] | undefined;
     if (entry.holdsSlot) canceled = this.#releaseSlot(entry, now, true);
+    if (result === undefined) entry.handle.acked(undefined, 0, 1, entry.deliveries);
+    else entry.handle.acked(result.value, result.index ?? 0, result.attempts ?? 1, entry.deliveries);
     if (this.#logger.isLevelEnabled('debug')) this.#logger.debug({ evalId: entry.id, jobId: entry.jobId }, 'eval acked');
     if (this.#events.hasListeners('broker:ack')) this.#events.emit('broker:ack', { evaluation: entry.evaluation, token });
     if (canceled !== undefined) this.#emitCancelable(canceled);
@@ -343,6 +390,71 @@ export class EvalBroker {
     const canceled = this.#toFailed(entry, reason, now);
     if (canceled !== undefined) this.#emitCancelable(canceled);
     this.#serveWaiters();
+  }
+
+  /**
+   * Takes an evaluation out of the broker, in whatever state it is, and rejects its `done` with `AbortedError`
+   * (`cause` as its cause) unless its outcome is already known (failed, superseded). One in flight needs the token
+   * of its current delivery, as ack and nack do (`TokenMismatchError`, `NackTimeoutReachedError`); one that is not
+   * in flight takes no token (`EvalNotOutstandingError` when given one). If it held its job's slot, the job's best
+   * pending evaluation is promoted; the job's other pending evaluations stay pending. Returns false when the broker
+   * does not hold the id.
+   */
+  remove(id: string, token?: string, cause?: unknown): boolean {
+    assertId('id', id);
+    if (token !== undefined && typeof token !== 'string') throw new InvalidArgumentError('token', 'a string or undefined', token);
+    const entry = this.#evals.get(id);
+    if (entry === undefined) return false;
+    const now = this.#clock.now();
+    const state = stateOf(entry);
+    if (token !== undefined && token !== '') {
+      this.#outstanding(id, token);
+      this.#endDelivery(entry, now);
+    } else if (entry.state === EntryState.Unacked) {
+      throw new TokenMismatchError(id, token);
+    }
+    switch (entry.state) {
+      case EntryState.Ready:
+        entry.queue!.line.remove(entry);
+        if (entry.queue!.failed) this.#totalFailed--;
+        else this.#totalReady--;
+        break;
+      case EntryState.Pending:
+        entry.slot!.pending!.remove(entry);
+        entry.slot = undefined;
+        this.#totalPending--;
+        break;
+      case EntryState.Waiting:
+        this.#deadlines.cancel(entry);
+        this.#totalWaiting--;
+        break;
+      case EntryState.Cancelable:
+        // Rare (the engine never removes one: its outcome is known): a scan of the list is fine.
+        this.#cancelable.splice(this.#cancelable.indexOf(entry), 1);
+        break;
+    }
+    this.#evals.delete(id);
+    entry.state = EntryState.Gone;
+    entry.queue = undefined;
+    // Newer pending evaluations are work nobody asked to drop: only the best is promoted, none is superseded.
+    if (entry.holdsSlot) this.#releaseSlot(entry, now, false);
+    entry.handle.rejectedWith(() => new AbortedError(`evaluation ${JSON.stringify(id)}`, { cause }));
+    if (this.#logger.isLevelEnabled('debug')) this.#logger.debug({ evalId: id, state }, 'eval removed');
+    if (this.#events.hasListeners('broker:remove')) this.#events.emit('broker:remove', { evaluation: entry.evaluation, state });
+    this.#serveWaiters();
+    return true;
+  }
+
+  /**
+   * Rejects the `done` of every evaluation the broker holds whose outcome is not known yet, with `reason(evaluation)`
+   * (called only for the handles someone reads), and leaves the evaluations where they are. An engine that stops
+   * calls it: nothing in this process will finish them.
+   */
+  rejectOutcomes(reason: (evaluation: Evaluation) => Error): void {
+    if (typeof reason !== 'function') throw new InvalidArgumentError('reason', 'a function (evaluation) => Error', reason);
+    for (const entry of this.#evals.values()) {
+      if (!entry.handle.settled) entry.handle.rejectedWith(() => reason(entry.evaluation));
+    }
   }
 
   /** The token of the evaluation's current delivery, or `undefined` if it is not outstanding. */
@@ -447,24 +559,7 @@ export class EvalBroker {
   inspect(id: string): EvaluationInfo | undefined {
     const entry = this.#evals.get(id);
     if (entry === undefined) return undefined;
-    let state: EvaluationState;
-    switch (entry.state) {
-      case EntryState.Ready:
-        state = entry.queue?.failed === true ? 'failed' : 'ready';
-        break;
-      case EntryState.Pending:
-        state = 'pending';
-        break;
-      case EntryState.Unacked:
-        state = 'unacked';
-        break;
-      case EntryState.Waiting:
-        state = 'waiting';
-        break;
-      default:
-        state = 'cancelable';
-    }
-    return { state, queue: entry.queue?.name, deliveries: entry.deliveries, holdsJobSlot: entry.holdsSlot };
+    return { state: stateOf(entry), queue: entry.queue?.name, deliveries: entry.deliveries, holdsJobSlot: entry.holdsSlot };
   }
 
   /** Number of dequeues currently waiting. */
@@ -569,10 +664,12 @@ export class EvalBroker {
     if (onAck && pending.size > 0) {
       canceled = pending.drain();
       this.#totalPending -= canceled.length;
+      const by = best.id;
       for (const c of canceled) {
         c.slot = undefined;
         c.state = EntryState.Cancelable;
         this.#cancelable.push(c);
+        c.handle.rejectedWith(() => new SupersededError(c.id, by));
       }
     }
     // The slot passes from entry to best directly: it never counts as empty.
@@ -717,6 +814,7 @@ export class EvalBroker {
    */
   #toFailed(entry: Entry, reason: Error, now: number): Entry[] | undefined {
     entry.failure = reason;
+    entry.handle.rejected(reason);
     // Counted once per evaluation: one failed again while dequeued from `_failed` was counted when it got there.
     if (entry.queue?.failed !== true) this.#metrics.failed.inc({ type: entry.type });
     this.#makeReady(entry, this.#queue(FAILED_QUEUE), now);
@@ -843,6 +941,7 @@ export class EvalBroker {
     const flushed: Evaluation[] = [];
     for (const entry of this.#evals.values()) {
       flushed.push(entry.evaluation);
+      entry.handle.rejectedWith(() => new BrokerDisabledError('the evaluations it held'));
       entry.state = EntryState.Gone;
       entry.queue = undefined;
       entry.holdsSlot = false;

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { InvalidEvaluationError } from '../errors.js';
 
 /**
@@ -7,16 +8,17 @@ import { InvalidEvaluationError } from '../errors.js';
  * - delivery: one dequeue of an evaluation; it carries a fresh token that ack/nack must present.
  * - `_failed`: the dead-letter queue; evaluations land there past the delivery limit or through `fail()`.
  */
-export interface Evaluation {
-  /** Unique id. Enqueueing an id the broker already holds is a no-op. */
-  readonly id: string;
+export interface EvaluationInput {
+  /** Unique id; a random UUID when absent. Enqueueing an id the broker already holds returns its handle. */
+  readonly id?: string;
   /** Namespace of the job; `'default'` when absent. */
   readonly namespace?: string;
-  readonly jobId: string;
+  /** The job it belongs to; its `id` when absent (a job of its own). */
+  readonly jobId?: string;
   /** Scheduler type: the ready queue the evaluation waits in. `_failed` is reserved. */
   readonly type: string;
-  /** 1..100; higher is dequeued first. */
-  readonly priority: number;
+  /** 1..100; higher is dequeued first. 50 when absent. */
+  readonly priority?: number;
   /** State-store index the evaluation was last modified at; 0 when absent. Newer pending evaluations win. */
   readonly modifyIndex?: number;
   /** State-store index the evaluation was created at; orders a ready queue FIFO within a priority. */
@@ -30,6 +32,16 @@ export interface Evaluation {
   /** Anything structured-cloneable; handed to the scheduler on a pool thread. */
   readonly payload?: unknown;
 }
+
+/** An evaluation as the broker holds it and a scheduler receives it: the defaults of `EvaluationInput` filled in. */
+export interface Evaluation extends EvaluationInput {
+  readonly id: string;
+  readonly jobId: string;
+  readonly priority: number;
+}
+
+/** What an evaluation's absent fields become (the id is a random UUID, the job id the evaluation's id). */
+export const evaluationDefaults = Object.freeze({ priority: 50 });
 
 /** Name of the dead-letter queue. Dequeue it like any scheduler type. */
 export const FAILED_QUEUE = '_failed';
@@ -73,8 +85,25 @@ export function isStructuredCloneable(payload: unknown): boolean {
 }
 
 /**
+ * The evaluation with `id`, `jobId` and `priority` filled in where they are `undefined`: the input itself when none
+ * is (the hot path copies nothing), else a shallow copy. Anything that is not an object is returned as it is, for
+ * `assertEvaluation` to refuse.
+ */
+export function withEvaluationDefaults(value: unknown): unknown {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return value;
+  const e = value as Record<string, unknown>;
+  const id = e['id'];
+  const jobId = e['jobId'];
+  const priority = e['priority'];
+  if (id !== undefined && jobId !== undefined && priority !== undefined) return value;
+  const filled = id === undefined ? randomUUID() : id;
+  return { ...e, id: filled, jobId: jobId === undefined ? filled : jobId, priority: priority === undefined ? evaluationDefaults.priority : priority };
+}
+
+/**
  * Throws an `InvalidEvaluationError` naming the first bad field, with what was expected and what was received.
- * The broker never copies or mutates an evaluation: it reads the fields it orders by once, at enqueue.
+ * The broker never mutates an evaluation (nor copies one that needs no defaults): it reads the fields it orders by
+ * once, at enqueue.
  */
 export function assertEvaluation(value: unknown, validatePayload?: (payload: unknown) => void): asserts value is Evaluation {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {

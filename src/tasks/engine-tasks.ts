@@ -1,11 +1,14 @@
 /**
  * `engine.tasks`: the engine's task scheduler, on the engine's pool and slot table, with an in-memory task store
- * (`MemoryDesiredState`), a queryable run log (`MemoryRunLog`) and the `PoolExecutor`. Adds `add`/`remove`, which
- * store and claim (or release and delete) in one call.
+ * (`MemoryDesiredState`), a queryable run log (`MemoryRunLog`) and the `PoolExecutor`. A face over a
+ * `TaskScheduler` it owns rather than a subclass of one: tasks come and go only through `add`/`remove`, which store
+ * and claim (or release and delete) in one call, so a claim without a stored task (or the reverse) cannot happen,
+ * and the scheduler's lifecycle (`tick`, `start`, `stop`) stays the engine's.
  */
 import type { ResolvedBackoffOptions } from '../backoff.js';
 import type { Clock } from '../clock.js';
-import { TaskAlreadyClaimedError } from '../errors.js';
+import type { TypedEmitter } from '../events.js';
+import { RunCanceledError, TaskAlreadyClaimedError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Registry } from '../observability/metrics.js';
 import type { ThreadPool } from '../pool/thread-pool.js';
@@ -13,8 +16,10 @@ import type { SlotTable } from '../slots/slot-table.js';
 import { MemoryDesiredState, putTaskUndoably } from './memory-desired-state.js';
 import { MemoryRunLog } from './memory-run-log.js';
 import { PoolExecutor } from './pool-executor.js';
+import type { TaskSchedulerEvents } from './scheduler-events.js';
 import type { Task, TaskInput, TaskMeta } from './task.js';
-import { TaskScheduler } from './task-scheduler.js';
+import { TaskScheduler, type SchedulerStateValue, type TaskSchedulerStats, type TaskStats } from './task-scheduler.js';
+import type { ForcedRun } from './types.js';
 
 export interface EngineTasksOptions {
   readonly pool: ThreadPool;
@@ -27,14 +32,25 @@ export interface EngineTasksOptions {
   readonly tickMs: number;
 }
 
-export class EngineTasks extends TaskScheduler {
+/** The scheduler behind each `EngineTasks`, for the engine that drives its lifecycle. */
+const schedulers = new WeakMap<EngineTasks, TaskScheduler>();
+
+/** The `TaskScheduler` an `EngineTasks` composes (the engine starts and stops it). */
+export function taskSchedulerOf(tasks: EngineTasks): TaskScheduler {
+  return schedulers.get(tasks)!;
+}
+
+export class EngineTasks {
+  readonly #scheduler: TaskScheduler;
+  /** The task store: what `add` stored, with each task's progress. */
   readonly desiredState: MemoryDesiredState;
+  /** Every run's history (`runLog.runs(taskId)`). */
   readonly runLog: MemoryRunLog;
 
   constructor(options: EngineTasksOptions) {
     const desiredState = new MemoryDesiredState({ clock: options.clock });
     const runLog = new MemoryRunLog();
-    super({
+    this.#scheduler = new TaskScheduler({
       desiredState,
       executor: new PoolExecutor({ pool: options.pool, handlers: options.handlers, registry: options.registry }),
       logWriter: runLog,
@@ -47,6 +63,22 @@ export class EngineTasks extends TaskScheduler {
     });
     this.desiredState = desiredState;
     this.runLog = runLog;
+    schedulers.set(this, this.#scheduler);
+  }
+
+  /** Typed events: `task:run:finish`, `task:run:retry`, `task:error`, … */
+  get events(): TypedEmitter<TaskSchedulerEvents> {
+    return this.#scheduler.events;
+  }
+
+  /** `idle` before the engine starts, `running`, then `stopping` and `stopped`. */
+  get state(): SchedulerStateValue {
+    return this.#scheduler.state;
+  }
+
+  /** The scheduler's current time (the engine's clock once started). */
+  now(): number {
+    return this.#scheduler.now();
   }
 
   /**
@@ -57,13 +89,13 @@ export class EngineTasks extends TaskScheduler {
    */
   add(task: TaskInput, meta?: TaskMeta): Task {
     const id = (task as { id?: unknown } | null | undefined)?.id;
-    if (typeof id === 'string' && this.taskStats(id)?.state === 'claimed') throw new TaskAlreadyClaimedError(id);
+    if (typeof id === 'string' && this.#scheduler.taskStats(id)?.state === 'claimed') throw new TaskAlreadyClaimedError(id);
     const put = putTaskUndoably(this.desiredState, task, meta);
     try {
-      this.claimTask(put.task, meta);
+      this.#scheduler.claimTask(put.task, meta);
     } catch (error) {
       // A claim that took effect before something after it threw (a throwing clock) needs its task stored.
-      if (this.taskStats(put.task.id)?.state !== 'claimed') put.undo();
+      if (this.#scheduler.taskStats(put.task.id)?.state !== 'claimed') put.undo();
       throw error;
     }
     return put.task;
@@ -71,11 +103,36 @@ export class EngineTasks extends TaskScheduler {
 
   /**
    * Releases the task (canceling its runs in flight) and deletes it from the store. Resolves once its canceled
-   * runs have stopped. Throws `TaskNotClaimedError` when it is not claimed.
+   * runs have stopped. Its manual runs that had not ended reject their `done` with `RunCanceledError`. Throws
+   * `TaskNotClaimedError` when it is not claimed.
    */
   remove(taskId: string): Promise<void> {
-    const stopped = this.releaseTask(taskId);
+    const stopped = this.#scheduler.releaseTask(taskId);
     this.desiredState.deleteTask(taskId);
+    this.#scheduler.rejectForcedRuns((run) => new RunCanceledError(run.taskId, run.runId), taskId);
     return stopped;
+  }
+
+  /**
+   * Queues a manual run for `scheduledFor` (default: now), ahead of scheduled runs, and resolves with the run and
+   * its `done`: resolved with the run's `RunResult` on success, rejected with its error on failure and with
+   * `RunCanceledError` when canceled. Rejects with `TaskNotClaimedError` or `DuplicateRunError`.
+   */
+  forceRun(taskId: string, scheduledFor?: number): Promise<ForcedRun> {
+    return this.#scheduler.forceRun(taskId, scheduledFor);
+  }
+
+  /** Runs a logged run's scheduled time again as a manual run (with its `done`); `RunNotFoundError` if unknown. */
+  retryRun(taskId: string, runId: string): Promise<ForcedRun> {
+    return this.#scheduler.retryRun(taskId, runId);
+  }
+
+  stats(): TaskSchedulerStats {
+    return this.#scheduler.stats();
+  }
+
+  /** One task's view: claimed or draining (removed, runs still stopping); `undefined` when neither. */
+  taskStats(taskId: string): TaskStats | undefined {
+    return this.#scheduler.taskStats(taskId);
   }
 }

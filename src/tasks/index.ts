@@ -1,23 +1,12 @@
-// The task scheduler's public names (re-exported by `src/index.ts`). Internals (the due calendar, claim table,
-// active runs) stay private to this folder.
+// `tickpool/tasks`: InfluxDB's task scheduler as a building block, with its store, run log and executor interfaces,
+// for those who compose their own (a durable store, a remote executor). The engine's `engine.tasks` is one of these
+// on the engine's pool.
 export { TaskScheduler, SchedulerState, type SchedulerStateValue, type TaskSchedulerStats, type TaskStats } from './task-scheduler.js';
 export { taskSchedulerDefaults, type TaskSchedulerOptions } from './scheduler-options.js';
 export type { TaskSchedulerEvents } from './scheduler-events.js';
 export { MemoryDesiredState, type MemoryDesiredStateOptions, type TaskProgress } from './memory-desired-state.js';
 export { MemoryRunLog, memoryRunLogDefaults, type MemoryRunLogOptions } from './memory-run-log.js';
-export {
-  CatchUp,
-  isValidatedTask,
-  parseOffset,
-  taskDefaults,
-  taskLimits,
-  validateTask,
-  validateTaskMeta,
-  type CatchUpPolicy,
-  type Task,
-  type TaskInput,
-  type TaskMeta,
-} from './task.js';
+export type { CatchUpPolicy, Task, TaskInput, TaskMeta } from './task.js';
 export {
   isFinalStatus,
   RunStatus,
@@ -25,6 +14,7 @@ export {
   type ExecuteContext,
   type Executor,
   type FinalRunStatus,
+  type ForcedRun,
   type LogWriter,
   type MaybePromise,
   type QueuedRun,
@@ -36,4 +26,14 @@ export {
   type RunStateChange,
   type RunStateDetails,
 } from './types.js';
-export { planNextRun, type PlannedRun } from './catch-up.js';
+export { parseEvery, parseSchedule, type Schedule, type ScheduleSpec } from './schedule/index.js';
+// What a desired state, a log writer or an executor raises or meets.
+export {
+  DuplicateRunError,
+  RunCanceledError,
+  RunNotFoundError,
+  RunNotYetDueError,
+  TaskAlreadyClaimedError,
+  TaskNotClaimedError,
+  TaskNotFoundError,
+} from '../errors.js';

@@ -18,6 +18,7 @@ import type { SlotTable } from '../slots/slot-table.js';
 import { ActiveRun, RunPhase, TaskActivity } from './active-run.js';
 import { ClaimedTasks, ClaimState } from './claimed-tasks.js';
 import { DueCalendar } from './due-calendar.js';
+import { RunWaiters } from './run-waiters.js';
 import { isPromiseLike, settle, type MaybePromise } from './maybe-promise.js';
 import type { TaskSchedulerEvents } from './scheduler-events.js';
 import { SchedulerMetrics, type SchedulerOperation } from './scheduler-metrics.js';
@@ -26,6 +27,7 @@ import { scheduleOf, taskDefaults, validateTask, validateTaskMeta } from './task
 import {
   RunStatus,
   type FinalRunStatus,
+  type ForcedRun,
   type LogWriter,
   type QueuedRun,
   type RunCreation,
@@ -96,6 +98,8 @@ export class TaskScheduler {
   readonly #calendar = new DueCalendar();
   /** Busy tasks only (runs, error backoff, draining): idle claimed tasks have no object at all. */
   readonly #activity = new Map<number, TaskActivity>();
+  /** The outcomes of manual runs not yet ended. */
+  readonly #forcedRuns = new RunWaiters();
   #state: SchedulerStateValue = SchedulerState.IDLE;
   /** The time of the latest tick (the seed's `now`). */
   #now: number;
@@ -235,10 +239,11 @@ export class TaskScheduler {
 
   /**
    * Queues a manual run of a claimed task for `scheduledFor` (default: now), ahead of scheduled runs, and starts it
-   * if a slot is free. Rejects with `TaskNotClaimedError`, `DuplicateRunError` (a run for that time is queued or in
-   * flight), or `InvalidStateError` when the desired state has no `forceRun`.
+   * if a slot is free. Resolves with the run and its `done` (see `ForcedRun`). Rejects with `TaskNotClaimedError`,
+   * `DuplicateRunError` (a run for that time is queued or in flight), or `InvalidStateError` when the desired state
+   * has no `forceRun`.
    */
-  forceRun(taskId: string, scheduledFor?: number): Promise<QueuedRun> {
+  forceRun(taskId: string, scheduledFor?: number): Promise<ForcedRun> {
     try {
       const index = this.#claims.claimedIndex(taskId);
       if (index < 0) throw new TaskNotClaimedError(taskId);
@@ -252,14 +257,17 @@ export class TaskScheduler {
       const now = this.#latestNow();
       const epoch = this.#claims.epoch(index);
       const queued = desiredState.forceRun(taskId, scheduledFor ?? now, now);
+      // The waiter exists before the run can start (`#forced` may start it, and an executor may end it, at once).
       if (isPromiseLike(queued)) {
         return Promise.resolve(queued).then((run) => {
+          const forced = this.#forcedRuns.add(run);
           this.#forced(index, epoch);
-          return run;
+          return forced;
         });
       }
+      const forced = this.#forcedRuns.add(queued);
       this.#forced(index, epoch);
-      return Promise.resolve(queued);
+      return Promise.resolve(forced);
     } catch (error) {
       return Promise.reject(error as Error);
     }
@@ -269,7 +277,7 @@ export class TaskScheduler {
    * Runs a logged run's scheduled time again, as a manual run (InfluxDB's `RetryRun`). Rejects with
    * `RunNotFoundError` when the log does not know the run, `DuplicateRunError` while it is still in flight.
    */
-  retryRun(taskId: string, runId: string): Promise<QueuedRun> {
+  retryRun(taskId: string, runId: string): Promise<ForcedRun> {
     try {
       if (this.#claims.claimedIndex(taskId) < 0) throw new TaskNotClaimedError(taskId);
       const log = this.#o.logWriter;
@@ -283,6 +291,19 @@ export class TaskScheduler {
     } catch (error) {
       return Promise.reject(error as Error);
     }
+  }
+
+  /**
+   * Rejects the `done` of every manual run (of `taskId`, or of every task) that has not ended, with `reason` (an
+   * error, or a function of the run that makes one), and returns how many. For runs that will not run here: their
+   * task was deleted, or the scheduler will not start again. The runs themselves are not touched.
+   */
+  rejectForcedRuns(reason: Error | ((run: { readonly taskId: string; readonly runId: string }) => Error), taskId?: string): number {
+    if (!(reason instanceof Error) && typeof reason !== 'function') {
+      throw new InvalidArgumentError('reason', 'an Error or a function (run) => Error', reason);
+    }
+    if (taskId !== undefined && typeof taskId !== 'string') throw new InvalidArgumentError('taskId', 'a task id or undefined', taskId);
+    return this.#forcedRuns.rejectAll(reason instanceof Error ? () => reason : reason, taskId);
   }
 
   /** Starts the ticker: a tick now, then one at each earliest due time (and at least every `tickMs`). */
@@ -503,25 +524,53 @@ export class TaskScheduler {
       this.#endRun(run, RunStatus.CANCELED, this.#canceledError(run), undefined, undefined);
       return;
     }
-    let promise: RunPromise;
+    let answer: RunPromise | PromiseLike<RunPromise>;
     try {
-      promise = this.#o.executor.execute(queued, {
+      answer = this.#o.executor.execute(queued, {
         task: run.task,
         slot: { table: this.#slots, slot: run.slot, generation: run.generation },
         attempt: run.attempt,
         ...(run.attempt === 1 ? { started: (at: number) => this.#runStarted(run, at) } : {}),
       });
-      if (promise === null || typeof promise !== 'object' || typeof promise.wait !== 'function') {
-        throw new InvalidStateError(`Expected execute() to return a RunPromise, got ${describeValue(promise)}`);
-      }
     } catch (error) {
-      // Could not even begin: as a failed attempt, retryable (the seed's "TODO(mr): retry?").
-      this.#reportError(queued.taskId, 'execute', error, { runId: queued.runId });
-      this.#attemptEnded(run, { error: toError(error), retryable: true }, undefined);
+      this.#executeFailed(run, error);
+      return;
+    }
+    if (isPromiseLike(answer) && !isRunPromise(answer)) {
+      const attempt = run.attempt;
+      settle(
+        answer,
+        (promise) => {
+          // Only this answer can end the attempt while it is pending; the check keeps a late answer harmless.
+          if (run.phase === RunPhase.EXECUTING && run.attempt === attempt) this.#executing(run, promise);
+          else if (isRunPromise(promise)) this.#cancelPromise(run, promise);
+        },
+        (error) => {
+          if (run.phase === RunPhase.EXECUTING && run.attempt === attempt) this.#executeFailed(run, error);
+        },
+        this.#internalHandler,
+      );
+      return;
+    }
+    this.#executing(run, answer);
+  }
+
+  /** Could not even begin: as a failed attempt, retryable (the seed's "TODO(mr): retry?"). */
+  #executeFailed(run: ActiveRun, error: unknown): void {
+    const queued = run.run!;
+    this.#reportError(queued.taskId, 'execute', error, { runId: queued.runId });
+    this.#attemptEnded(run, { error: toError(error), retryable: true }, undefined);
+  }
+
+  /** The executor's `RunPromise` for the current attempt: wait for it (cancel it first if the run was canceled). */
+  #executing(run: ActiveRun, promise: unknown): void {
+    if (!isRunPromise(promise)) {
+      this.#executeFailed(run, new InvalidStateError(`Expected execute() to return a RunPromise, got ${describeValue(promise)}`));
       return;
     }
     run.promise = promise;
-    // Canceled from inside execute() (a release by re-entrant code): the cancel could not reach the promise yet.
+    // Canceled from inside execute() (a release by re-entrant code), or while its answer was on its way: the cancel
+    // could not reach the promise yet.
     if (run.canceled) this.#cancelPromise(run, promise);
     let waiting: Promise<RunResult>;
     try {
@@ -663,6 +712,7 @@ export class TaskScheduler {
   /** The run has ended and stopped: free its slot, then let its runner try the next due run. */
   #runStopped(run: ActiveRun, status: FinalRunStatus, error: Error | undefined, value: unknown): void {
     this.#removeRun(run);
+    if (this.#forcedRuns.size > 0) this.#forcedRuns.settle(run.run!.taskId, run.run!.runId, status, error, value);
     if (this.events.hasListeners('task:run:finish')) {
       const queued = run.run!;
       this.events.emit('task:run:finish', {
@@ -883,6 +933,11 @@ export class TaskScheduler {
     this.#timer = undefined;
     this.#timerDue = Infinity;
   }
+}
+
+/** What an executor must hand back: an object with `wait()` (its own `then`, if any, does not make it a promise). */
+function isRunPromise(value: unknown): value is RunPromise {
+  return value !== null && typeof value === 'object' && typeof (value as { wait?: unknown }).wait === 'function';
 }
 
 function isQueuedRun(value: unknown): value is QueuedRun {

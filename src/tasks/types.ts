@@ -88,9 +88,23 @@ export interface ExecuteContext {
   readonly started?: (at: number) => void;
 }
 
-/** Begins executing runs. A user's executor may ignore `context`. */
+/**
+ * Begins executing runs. A user's executor may ignore `context`. It may answer with the `RunPromise` or with a
+ * promise of one (a durable or remote executor is async); the run counts as executing, and a cancel reaches the
+ * `RunPromise` as soon as it comes. An answer that rejects is a failed attempt, retried like one.
+ */
 export interface Executor {
-  execute(run: QueuedRun, context: ExecuteContext): RunPromise;
+  execute(run: QueuedRun, context: ExecuteContext): RunPromise | PromiseLike<RunPromise>;
+}
+
+/**
+ * A manual run (`forceRun`, `retryRun`) and its outcome. `done` resolves with the run's `RunResult` when it ends
+ * `success`, and rejects with its error when it ends `failed` (the last attempt's) and with `RunCanceledError` when
+ * it ends `canceled`. Reading `done` and never awaiting it is safe: its rejection is not reported as unhandled.
+ * `done` is not enumerable: a copy of the run (`{ ...run }`, JSON) has the `QueuedRun` fields only.
+ */
+export interface ForcedRun extends QueuedRun {
+  readonly done: Promise<RunResult>;
 }
 
 /** Run statuses as logged. A run logs exactly one final status: `success`, `failed` or `canceled`. */

@@ -24,7 +24,8 @@ import type { WireEvaluation } from '../pool/messages.js';
 import { SlotState, ThreadPhase } from '../slots/slot-layout.js';
 import type { SlotTable } from '../slots/slot-table.js';
 import type { PlanApplier } from '../state/plan-applier.js';
-import type { Plan } from '../state/types.js';
+import type { StateStore } from '../state/state-store.js';
+import type { SchedulerResult } from '../user-functions.js';
 import type { WorkerMetrics } from './worker-metrics.js';
 import { WorkerActivity, WorkerStatus, workerTransitions, type WorkerActivityValue, type WorkerStatusValue } from './worker-status.js';
 
@@ -33,6 +34,8 @@ export interface WorkerDeps {
   readonly broker: EvalBroker;
   readonly pool: ThreadPool;
   readonly applier: PlanApplier;
+  /** The store the applier commits to: its index is an outcome's `index` when the evaluation wrote nothing. */
+  readonly state: StateStore;
   readonly slots: SlotTable;
   readonly clock: Clock;
   readonly logger: Logger;
@@ -43,6 +46,11 @@ export interface WorkerDeps {
   readonly dequeueTimeoutMs: number;
   readonly syncLimitMs: number;
   readonly maxPlanAttempts: number;
+  /**
+   * An aborted delivery could not be removed because it is no longer current (its nack deadline fired and it went
+   * back to the broker): the abort must reach the evaluation wherever it is now.
+   */
+  readonly abortLost?: (evaluationId: string, cause: unknown) => void;
 }
 
 /** The delivery a worker holds right now. */
@@ -50,6 +58,9 @@ export interface CurrentDelivery {
   readonly evaluation: Evaluation;
   readonly token: string;
   generation: number;
+  /** Its caller gave up on it (`abortCurrent`): when the thread lets go it is removed, not redelivered. */
+  aborted?: boolean;
+  abortCause?: unknown;
   /** Heartbeats seen when the nack deadline was last extended. */
   heartbeatsSeen: number;
   /** When this attempt's scheduler was seen to start on a thread (clock ms), if it has. */
@@ -159,6 +170,21 @@ export class SchedulingWorker implements StartObserver {
       return Promise.resolve();
     }
     return this.#done;
+  }
+
+  /**
+   * Gives up the evaluation in hand for good: the thread sees a cancel in shared memory, and once it lets go the
+   * evaluation is removed from the broker (its outcome rejects with `AbortedError`) instead of nacked. A plan already
+   * submitted still commits, and then the evaluation is acked: the abort came too late. False when this worker
+   * does not hold that delivery.
+   */
+  abortCurrent(token: string, cause?: unknown): boolean {
+    const current = this.#current;
+    if (current === undefined || current.token !== token) return false;
+    current.aborted = true;
+    current.abortCause = cause;
+    if (current.generation >= 0) this.#deps.pool.cancel(this.#slot, current.generation);
+    return true;
   }
 
   /** Cancels the evaluation in hand (the thread sees it in shared memory). */
@@ -296,6 +322,11 @@ export class SchedulingWorker implements StartObserver {
         }, this);
         slots.finish(this.#slot, generation);
         metrics.endScheduling(evaluation.type, started, outcome.status === 'ok' ? outcome.waitedMs : 0);
+        // Whatever the thread answered (it may have finished before it saw the cancel), nothing of it is kept.
+        if (this.#abortedCurrent()) {
+          this.#removeAborted();
+          return;
+        }
         if (outcome.status === 'canceled') {
           this.#nack(evaluation, token, new CanceledError(`Evaluation ${JSON.stringify(evaluation.id)} was canceled`));
           return;
@@ -306,11 +337,16 @@ export class SchedulingWorker implements StartObserver {
         }
         const plan = outcome.value;
         if (plan === undefined || plan === null) {
-          this.#ack(evaluation, token);
+          this.#ack(evaluation, token, undefined, this.#deps.state.index, attempt);
           return;
         }
         if (!isPlanShape(plan)) {
-          this.#nack(evaluation, token, new InvalidPlanError('plan', 'undefined or { writes: PlanWrite[], allAtOnce? }', plan));
+          this.#nack(evaluation, token, new InvalidPlanError('plan', 'undefined or { writes: PlanWrite[], allAtOnce?, value? }', plan));
+          return;
+        }
+        if (plan.writes.length === 0 && (plan.allAtOnce === undefined || typeof plan.allAtOnce === 'boolean')) {
+          // Nothing to commit (a scheduler that only answers): its value is released at once, at the store's index.
+          this.#ack(evaluation, token, plan.value, this.#deps.state.index, attempt);
           return;
         }
         this.#activity = WorkerActivity.SUBMITTING;
@@ -341,7 +377,12 @@ export class SchedulingWorker implements StartObserver {
           metrics.endSubmit(submitted);
         }
         if (result.rejected.length === 0) {
-          this.#ack(evaluation, token);
+          // The value of the attempt whose plan committed, released only now; an earlier attempt's is dropped.
+          this.#ack(evaluation, token, plan.value, result.index > 0 ? result.index : this.#deps.state.index, attempt);
+          return;
+        }
+        if (this.#abortedCurrent()) {
+          this.#removeAborted();
           return;
         }
         if (attempt >= this.#deps.maxPlanAttempts) {
@@ -371,9 +412,9 @@ export class SchedulingWorker implements StartObserver {
     }
   }
 
-  #ack(evaluation: Evaluation, token: string): void {
+  #ack(evaluation: Evaluation, token: string, value: unknown, index: number, attempts: number): void {
     try {
-      this.#deps.broker.ack(evaluation.id, token);
+      this.#deps.broker.ack(evaluation.id, token, { value, index, attempts });
     } catch (error) {
       // An ack after the nack deadline fired loses to the nack: the evaluation was redelivered, nothing is lost.
       this.#deps.logger.debug({ err: error, evalId: evaluation.id }, 'ack refused');
@@ -388,6 +429,22 @@ export class SchedulingWorker implements StartObserver {
     } catch (error) {
       this.#deps.logger.debug({ err: error, evalId: evaluation.id }, 'nack refused');
       this.#deps.metrics.refused('nack', (error as TickpoolError).code);
+    }
+  }
+
+  /** A method, not a field read: `abortCurrent` sets the flag while `#process` awaits. */
+  #abortedCurrent(): boolean {
+    return this.#current?.aborted === true;
+  }
+
+  #removeAborted(): void {
+    const { evaluation, token, abortCause } = this.#current!;
+    try {
+      this.#deps.broker.remove(evaluation.id, token, abortCause);
+    } catch (error) {
+      this.#deps.logger.debug({ err: error, evalId: evaluation.id }, 'remove of an aborted delivery refused');
+      this.#deps.metrics.refused('remove', (error as TickpoolError).code);
+      this.#deps.abortLost?.(evaluation.id, abortCause);
     }
   }
 
@@ -415,6 +472,6 @@ export class SchedulingWorker implements StartObserver {
   }
 }
 
-function isPlanShape(value: unknown): value is Pick<Plan, 'writes' | 'allAtOnce'> {
+function isPlanShape(value: unknown): value is Exclude<SchedulerResult, undefined | void> {
   return value !== null && typeof value === 'object' && Array.isArray((value as { writes?: unknown }).writes);
 }

@@ -70,7 +70,7 @@ export class WorkerMetrics {
     this.#refreshes.inc();
   }
 
-  refused(operation: 'ack' | 'nack' | 'fail' | 'submit' | 'resume', code: string | undefined): void {
+  refused(operation: 'ack' | 'nack' | 'fail' | 'remove' | 'submit' | 'resume', code: string | undefined): void {
     this.#refused.inc({ operation, code: code ?? 'unknown' });
   }
 }

@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import { Registry } from 'prom-client';
 import { EvalBroker, type EvaluationState } from '../../src/broker/eval-broker.js';
 import { FAILED_QUEUE, type Evaluation } from '../../src/broker/evaluation.js';
+import type { OutcomeHandle } from '../../src/broker/outcome-waiters.js';
 import { ManualClock } from '../../src/clock.js';
 import { TickpoolError } from '../../src/errors.js';
 import { silentLogger } from './helpers.js';
@@ -23,6 +24,10 @@ import { silentLogger } from './helpers.js';
  * that no ready one of its types outranks, never while an earlier waiter for that type still waits; and after
  * every step no waiter waits while an evaluation it accepts is ready (unless the broker is paused). A callback may
  * ack, nack or pause the deadline of its delivery before returning: the nack deadline must then match the model.
+ *
+ * Outcomes: an evaluation's handle is settled exactly when the caller can no longer get another outcome for it (it
+ * left the broker, or sits failed or cancelable), and `remove` takes any held evaluation out (one in flight only
+ * with its current token).
  */
 
 const NACK_TIMEOUT = 10_000;
@@ -38,6 +43,7 @@ type Op =
   | { readonly k: 'ack'; readonly pick: number; readonly stale: boolean }
   | { readonly k: 'nack'; readonly pick: number; readonly reason: boolean }
   | { readonly k: 'fail'; readonly pick: number }
+  | { readonly k: 'remove'; readonly id: number; readonly withToken: boolean }
   | { readonly k: 'reset' | 'pauseNack' | 'resumeNack'; readonly pick: number }
   | { readonly k: 'advance'; readonly ms: number }
   | { readonly k: 'wait'; readonly mask: number; readonly timeout: number; readonly then: 'keep' | 'ack' | 'nack' | 'pauseNack' }
@@ -50,6 +56,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ k: fc.constant('ack' as const), pick, stale: fc.boolean() }) },
   { weight: 3, arbitrary: fc.record({ k: fc.constant('nack' as const), pick, reason: fc.boolean() }) },
   { weight: 1, arbitrary: fc.record({ k: fc.constant('fail' as const), pick }) },
+  { weight: 2, arbitrary: fc.record({ k: fc.constant('remove' as const), id: fc.nat(IDS - 1), withToken: fc.constantFrom(true, true, false) }) },
   { weight: 1, arbitrary: fc.record({ k: fc.constantFrom('reset' as const, 'pauseNack' as const, 'resumeNack' as const), pick }) },
   { weight: 4, arbitrary: fc.record({ k: fc.constant('advance' as const), ms: fc.constantFrom(0, 500, 1000, 4000, 10_000, 25_000) }) },
   { weight: 1, arbitrary: fc.record({ k: fc.constantFrom('drain' as const, 'pause' as const, 'resume' as const) }) },
@@ -79,6 +86,8 @@ interface ModelEval {
   nackPaused: boolean;
   deliveries: number;
   tokens: string[];
+  /** The handle of its latest enqueue. */
+  handle: OutcomeHandle | undefined;
 }
 
 const registry = new Registry();
@@ -104,6 +113,7 @@ function run(ops: readonly Op[]): void {
     nackPaused: false,
     deliveries: 0,
     tokens: [],
+    handle: undefined,
   }));
   let paused = false;
   const waiters: ModelWaiter[] = [];
@@ -140,6 +150,10 @@ function run(ops: readonly Op[]): void {
       const info = broker.inspect(id(i));
       assert.equal(info !== undefined, m.live, `${step}: ${id(i)} live in model ⇔ held by broker`);
       assert.equal(broker.outstanding(id(i)), m.current, `${step}: ${id(i)} current token`);
+      if (m.handle !== undefined) {
+        const open = info !== undefined && info.state !== 'failed' && info.state !== 'cancelable' && info.queue !== FAILED_QUEUE;
+        assert.equal(m.handle.settled, !open, `${step}: ${id(i)} outcome settled ⇔ it can have no other`);
+      }
       if (info === undefined) return;
       live++;
       counts[info.state]++;
@@ -195,8 +209,12 @@ function run(ops: readonly Op[]): void {
         const known = m.live;
         // Before the call: a waiting dequeue may be handed the evaluation inside it.
         if (!known) Object.assign(m, { live: true, jobKey: `${op.ns ? 'other' : 'default'}/j${op.job}`, priority: evaluation.priority, deliveries: 0, current: undefined });
-        broker.enqueue(evaluation);
-        if (known) assert.deepEqual(broker.stats(), before, `${step}: a known id is a no-op`);
+        const handle = broker.enqueue(evaluation) as OutcomeHandle;
+        if (known) {
+          assert.deepEqual(broker.stats(), before, `${step}: a known id is a no-op`);
+          assert.equal(handle, m.handle, `${step}: a known id returns its handle`);
+        }
+        m.handle = handle;
         break;
       }
       case 'dequeue': {
@@ -290,6 +308,23 @@ function run(ops: readonly Op[]): void {
           assert.ok(state === 'failed' || m.current !== undefined || !m.live, `${step}: failed, unless a waiter took it from _failed`);
         }
         expectRefused(() => broker.ack(id(i), token), `${step}: the finished delivery's token is refused`);
+        break;
+      }
+      case 'remove': {
+        const m = model[op.id]!;
+        if (!m.live) {
+          assert.equal(broker.remove(id(op.id)), false, `${step}: nothing to remove`);
+          break;
+        }
+        if (m.current !== undefined && !op.withToken) {
+          expectRefused(() => broker.remove(id(op.id)), `${step}: in flight, removed only with its token`);
+          break;
+        }
+        const token = m.current;
+        m.live = false;
+        m.current = undefined;
+        assert.equal(broker.remove(id(op.id), token), true, step);
+        if (token !== undefined) expectRefused(() => broker.ack(id(op.id), token), `${step}: the removed delivery's token is refused`);
         break;
       }
       case 'reset':

@@ -57,7 +57,7 @@ describe('enqueue, dequeue, ack', () => {
     broker.enqueue(ev('job'));
     const before = broker.stats();
     assert.throws(() => broker.enqueue({ id: 'x', jobId: 'j', type: 'service', priority: 0 }), code('ERR_INVALID_EVALUATION', /priority/));
-    assert.throws(() => broker.enqueue({ id: 'x', type: 'service', priority: 5 } as never), code('ERR_INVALID_EVALUATION', /jobId/));
+    assert.throws(() => broker.enqueue({ id: 'x', jobId: 5, type: 'service', priority: 5 } as never), code('ERR_INVALID_EVALUATION', /jobId/));
     assert.throws(() => broker.enqueue({ id: 'x', jobId: 'j', type: 'service', priority: 5, payload: { f: () => 1 } }), code('ERR_INVALID_EVALUATION', /payload/));
     assert.throws(() => broker.tryDequeue([]), code('ERR_INVALID_ARGUMENT', /`types`/));
     assert.throws(() => broker.tryDequeue(['service', ''] as never), code('ERR_INVALID_ARGUMENT', /`types\[1\]`/));

@@ -10,6 +10,7 @@ interface Node {
   readonly order: number;
   readonly seq: number;
   heapIndex: number;
+  lineMark: number;
 }
 
 const before = (a: Node, b: Node): boolean => {
@@ -18,7 +19,10 @@ const before = (a: Node, b: Node): boolean => {
   return a.seq < b.seq;
 };
 
-type Op = { readonly k: 'push'; readonly priority: number; readonly order: number; readonly old: boolean } | { readonly k: 'pop' };
+type Op =
+  | { readonly k: 'push'; readonly priority: number; readonly order: number; readonly old: boolean }
+  | { readonly k: 'pop' }
+  | { readonly k: 'remove'; readonly pick: number };
 
 const op: fc.Arbitrary<Op> = fc.oneof(
   fc.record({
@@ -30,25 +34,44 @@ const op: fc.Arbitrary<Op> = fc.oneof(
     old: fc.boolean(),
   }),
   fc.constant({ k: 'pop' as const }),
+  fc.record({ k: fc.constant('remove' as const), pick: fc.nat() }),
 );
 
-test('the ready line pops in exactly the order of a binary heap over the same comparator (property)', () => {
+const node = (priority: number, order: number, seq: number): Node => ({ priority, order, seq, heapIndex: -1, lineMark: 0 });
+
+test('the ready line pops in exactly the order of a binary heap over the same comparator, with removals (property)', () => {
   fc.assert(
     fc.property(fc.array(op, { maxLength: 300 }), (ops) => {
       const line = new ReadyLine<Node>(before);
       const heap = new PriorityHeap<Node>(before);
+      // The nodes in each, by seq: a removal takes the same node out of both.
+      const inLine = new Map<number, Node>();
+      const inHeap = new Map<number, Node>();
       let seq = 1000;
       let oldSeq = 999;
       for (const o of ops) {
         if (o.k === 'push') {
           const s = o.old ? oldSeq-- : seq++;
           // Two copies: the heap keeps its own index in each node.
-          line.push({ priority: o.priority, order: o.order, seq: s, heapIndex: -1 });
-          heap.push({ priority: o.priority, order: o.order, seq: s, heapIndex: -1 });
-        } else {
+          const a = node(o.priority, o.order, s);
+          const b = node(o.priority, o.order, s);
+          line.push(a);
+          heap.push(b);
+          inLine.set(s, a);
+          inHeap.set(s, b);
+        } else if (o.k === 'pop') {
           const a = line.pop();
           const b = heap.pop();
           assert.deepEqual(a === undefined ? undefined : [a.priority, a.order, a.seq], b === undefined ? undefined : [b.priority, b.order, b.seq]);
+          if (a !== undefined) inLine.delete(a.seq);
+          if (b !== undefined) inHeap.delete(b.seq);
+        } else if (inLine.size > 0) {
+          const s = [...inLine.keys()][o.pick % inLine.size]!;
+          assert.equal(line.remove(inLine.get(s)!), true);
+          assert.equal(line.remove(inLine.get(s)!), false, 'a node is removed once');
+          assert.equal(heap.remove(inHeap.get(s)!), true);
+          inLine.delete(s);
+          inHeap.delete(s);
         }
         assert.equal(line.size, heap.size);
         const p = line.peek();
@@ -56,7 +79,7 @@ test('the ready line pops in exactly the order of a binary heap over the same co
         assert.deepEqual(p === undefined ? undefined : p.seq, q === undefined ? undefined : q.seq);
       }
       const rest = line.drain();
-      assert.equal(rest.length, heap.size);
+      assert.deepEqual(rest.map((n) => n.seq).sort(), [...inHeap.keys()].sort());
       assert.equal(line.size, 0);
       assert.equal(line.pop(), undefined);
     }),
@@ -64,11 +87,24 @@ test('the ready line pops in exactly the order of a binary heap over the same co
   );
 });
 
+test('removing many nodes of one long run costs O(1) each, not a scan', () => {
+  const line = new ReadyLine<Node>(before);
+  const nodes = Array.from({ length: 100_000 }, (_, i) => node(50, 0, i));
+  for (const n of nodes) line.push(n);
+  const started = performance.now();
+  // Every other one, from the back: a scan-and-splice removal would move ~2.5e9 slots here.
+  for (let i = nodes.length - 1; i >= 0; i -= 2) line.remove(nodes[i]!);
+  assert.ok(performance.now() - started < 2_000, 'removals are not quadratic');
+  assert.equal(line.size, 50_000);
+  for (let i = 0; i < nodes.length; i += 2) assert.equal(line.pop()?.seq, i);
+  assert.equal(line.size, 0);
+});
+
 test('a long in-order run is consumed in order and its memory is compacted', () => {
   const line = new ReadyLine<Node>(before);
-  for (let i = 0; i < 20_000; i++) line.push({ priority: 50, order: 0, seq: i, heapIndex: -1 });
+  for (let i = 0; i < 20_000; i++) line.push(node(50, 0, i));
   for (let i = 0; i < 15_000; i++) assert.equal(line.pop()?.seq, i);
-  line.push({ priority: 90, order: 0, seq: 99_999, heapIndex: -1 });
+  line.push(node(90, 0, 99_999));
   assert.equal(line.pop()?.seq, 99_999, 'a higher priority goes first');
   for (let i = 15_000; i < 20_000; i++) assert.equal(line.pop()?.seq, i);
   assert.equal(line.size, 0);

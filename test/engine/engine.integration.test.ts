@@ -63,7 +63,7 @@ test('a throwing scheduler is nacked and redelivered, then acked', async () => {
   });
   const gate = newGate();
   const nacks: Array<string | undefined> = [];
-  engine.broker.events.on('broker:nack', ({ reason }) => nacks.push((reason as { code?: string } | undefined)?.code));
+  engine.broker.events.on('broker:nack', ({ reason }) => nacks.push((reason as { remoteCode?: string } | undefined)?.remoteCode));
   const done = acks(engine, 1);
   engine.enqueue(evaluation('t1', 'flaky', { gate, fault: 'throw' }));
   assert.deepEqual(await done, ['t1']);

@@ -45,6 +45,27 @@ test('workers paused before start() take nothing until resumed', { timeout: 30_0
   assert.deepEqual(await done, ['p1']);
 });
 
+test('engine.workers are read-only views: status, activity, the evaluation held, pause and resume, nothing else', { timeout: 30_000 }, async () => {
+  const engine = await started({ workers: 2, schedulers: { gated: fixture('gated') } });
+  const views = engine.workers;
+  assert.equal(engine.workers, views, 'the same views every time');
+  assert.ok(Object.isFrozen(views));
+  for (const name of ['consumeHeartbeat', 'start', 'stop', 'cancelCurrent', 'abortCurrent', 'current', 'slot']) {
+    assert.equal(name in views[0]!, false, `no ${name}`);
+  }
+  const gate = newGate();
+  engine.enqueue(evaluation('held', 'gated', { gate }));
+  await waitFor(gate, Gate.STARTED, 1);
+  const holder = views.find((w) => w.evaluationId === 'held');
+  assert.ok(holder !== undefined, 'one view names the evaluation its worker holds');
+  assert.deepEqual(Object.keys(holder), [], 'its facts are getters over the worker, not copies');
+  holder.pause();
+  assert.equal(holder.status, 'paused');
+  set(gate, Gate.RELEASE, 1);
+  holder.resume();
+  assert.equal(holder.status, 'running');
+});
+
 test('pause() undone by resume() before the worker noticed is not a dequeue failure: no warning, no backoff', { timeout: 30_000 }, async () => {
   const lines: string[] = [];
   const warnLogger = pino({ level: 'warn' }, { write: (line: string) => void lines.push(line) });

@@ -156,3 +156,29 @@ test('adding a task whose handler is not registered fails its runs with a typed 
   const record = engine.tasks.runLog.runs('ghost')[0]!;
   assert.equal((record.error as { code?: string } | undefined)?.code, 'ERR_UNKNOWN_HANDLER');
 });
+
+test('engine.tasks.forceRun returns the run with done: the handler’s value, or the error it ended with', async () => {
+  const clock = new ManualClock(T0);
+  const engine = await started(clock);
+  const gate = newGate();
+  engine.tasks.add({ id: 'manual', every: '1h', maxConcurrency: 1, handler: 'work', payload: { gate, mode: 'ok' } });
+  const run = await engine.tasks.forceRun('manual', T0 - 5_000);
+  assert.deepEqual(await run.done, { value: { scheduledFor: T0 - 5_000 } });
+
+  const spinGate = newGate();
+  engine.tasks.add({ id: 'spinning', every: '1h', maxConcurrency: 1, handler: 'work', payload: { gate: spinGate, mode: 'spin' } });
+  const first = await engine.tasks.forceRun('spinning', T0 - 2_000);
+  const queued = await engine.tasks.forceRun('spinning', T0 - 1_000);
+  await waitFor(spinGate, Gate.STARTED, 1);
+  await engine.stop({ graceMs: 1_000 });
+  await assert.rejects(first.done, (error: unknown) => (error as { code?: string }).code === 'ERR_RUN_CANCELED');
+  await assert.rejects(queued.done, (error: unknown) => (error as { code?: string }).code === 'ERR_INVALID_STATE', 'queued behind it, never to run');
+});
+
+test('engine.tasks composes its scheduler: no claim, release, tick or lifecycle of its own', async () => {
+  const engine = await started(new ManualClock(T0));
+  for (const name of ['claimTask', 'releaseTask', 'tick', 'start', 'stop']) {
+    assert.equal(name in engine.tasks, false, `engine.tasks.${name}`);
+  }
+  assert.equal(engine.tasks.state, 'running');
+});

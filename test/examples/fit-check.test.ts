@@ -5,7 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { PlanApplier, StateStore, type Plan, type WorkContext } from '../../src/index.js';
+import type { Plan, WorkContext } from '../../src/index.js';
+import { PlanApplier } from '../../src/state/plan-applier.js';
+import { StateStore } from '../../src/state/state-store.js';
 import { auditCapacity, seededRandom, seedNodes } from '../../examples/cluster/cluster-state.js';
 import { collectFinished } from '../../examples/cluster/collect.js';
 import { createFitCheck } from '../../examples/cluster/evaluate-plan.js';

@@ -6,7 +6,10 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { backoffDefaults, engineDefaults, evalBrokerDefaults, InvalidOptionError } from '../../src/index.js';
+import { backoffDefaults } from '../../src/backoff.js';
+import { evalBrokerDefaults } from '../../src/broker/broker-options.js';
+import { InvalidOptionError } from '../../src/index.js';
+import { engineDefaults } from '../../src/options.js';
 import { resolveEngineOptions } from '../../src/options.js';
 
 // Compiled tests live in <outDir>/test/examples/: the sources are three levels up.

@@ -45,7 +45,7 @@ test('the metrics table lists exactly the metrics registered in src/', () => {
 test('the errors table lists exactly the error classes and codes of src/errors.ts', () => {
   const source = readFileSync(new URL('src/errors.ts', root), 'utf8');
   const declared = new Map<string, string>();
-  for (const m of source.matchAll(/export class (\w+) extends \w+ \{\s*(?:\/\*\*[\s\S]*?\*\/\s*)?(?:override )?readonly code: string = '(ERR_[A-Z_]+)'/g)) {
+  for (const m of source.matchAll(/export class (\w+) extends \w+ \{\s*(?:\/\*\*[\s\S]*?\*\/\s*)?(?:override )?readonly code: ErrorCode = '(ERR_[A-Z_]+)'/g)) {
     declared.set(m[2]!, m[1]!);
   }
   assert.ok(declared.size >= 25, `expected the error classes, found ${declared.size}`);

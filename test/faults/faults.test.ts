@@ -21,6 +21,7 @@ import { pino } from 'pino';
 import { createEngine } from '../../src/engine.js';
 import type { Evaluation } from '../../src/broker/evaluation.js';
 import { SlotState } from '../../src/slots/slot-layout.js';
+import { taskSchedulerOf } from '../../src/tasks/engine-tasks.js';
 import {
   FAULT_NAMES,
   Fault,
@@ -53,7 +54,11 @@ const WATCHDOG_MS = 150_000;
 
 const fixture = (name: string): URL => new URL(`../fixtures/${name}.js`, import.meta.url);
 const logger = pino({ level: 'silent' });
-const codeOf = (error: unknown): string | undefined => (error as { code?: string } | undefined)?.code;
+/** The thrower's own code for an error that crossed from a thread (`remoteCode`), else the error's code. */
+const codeOf = (error: unknown): string | undefined => {
+  const e = error as { code?: string; remoteCode?: string } | undefined;
+  return e?.remoteCode ?? e?.code;
+};
 
 interface PlannedEvaluation {
   readonly id: string;
@@ -161,7 +166,7 @@ test(`faults: ${EVALUATIONS} evaluations and ${TASKS} cron tasks with injected f
   const acked = acks.size;
 
   // Stop the ticker: runs in flight end `canceled`; wait until every one has stopped.
-  await engine.tasks.stop();
+  await taskSchedulerOf(engine.tasks).stop();
 
   // ── Evaluations: acked exactly once, or dead-lettered with the reason after the delivery limit ───────────────
   const causes = new Map<string, number>();

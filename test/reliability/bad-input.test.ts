@@ -21,6 +21,7 @@ import { TickpoolError } from '../../src/errors.js';
 import { EvalBroker } from '../../src/broker/eval-broker.js';
 import { parseEvery, parseSchedule } from '../../src/tasks/schedule/index.js';
 import { SlotState } from '../../src/slots/slot-layout.js';
+import { taskSchedulerOf } from '../../src/tasks/engine-tasks.js';
 import { Gate, newGate, set } from '../fixtures/gates.js';
 import { acks, created, evaluation, finished, fixture, fixturePath, logger, started, turns } from './helpers.js';
 
@@ -522,7 +523,7 @@ test('enqueue, plans, tokens, tasks and the rest: arbitrary calls succeed or thr
     await fc.assert(
       fc.asyncProperty(task, meta, fc.boolean(), fc.nat(120_000), async (tk, m, direct, advance) => {
         // Arbitrary values past the `TaskInput` type: what is tested is the run-time check behind it.
-        const added = await attempt('tasks.add/claimTask', () => (direct ? engine.tasks.claimTask(tk, m) : engine.tasks.add(tk as never, m as never)));
+        const added = await attempt('tasks.add/claimTask', () => (direct ? taskSchedulerOf(engine.tasks).claimTask(tk, m) : engine.tasks.add(tk as never, m as never)));
         const id = (tk as { id?: unknown } | null | undefined)?.id;
         if (added.ok && typeof id === 'string') claimed.add(id);
         clock.advance(advance);
@@ -545,7 +546,7 @@ test('enqueue, plans, tokens, tasks and the rest: arbitrary calls succeed or thr
             case 'retryRun':
               return engine.tasks.retryRun(a as string, b as string);
             case 'releaseTask':
-              return engine.tasks.releaseTask(a as string);
+              return taskSchedulerOf(engine.tasks).releaseTask(a as string);
             case 'remove':
               return engine.tasks.remove(a as string);
             case 'taskStats':
@@ -562,8 +563,8 @@ test('enqueue, plans, tokens, tasks and the rest: arbitrary calls succeed or thr
       params(300),
     );
     for (const taskId of claimed) if (engine.tasks.taskStats(taskId)?.state === 'claimed') await engine.tasks.remove(taskId);
-    await engine.tasks.stop();
-    engine.tasks.start();
+    await taskSchedulerOf(engine.tasks).stop();
+    taskSchedulerOf(engine.tasks).start();
     const stats = engine.stats().tasks;
     assert.equal(stats.runsActive, 0);
     assert.equal(stats.slotsBusy, 0);

@@ -136,7 +136,7 @@ test('the grace period is one deadline: an evaluation that finishes just before 
   clock.advance(900);
   set(evalGate, Gate.RELEASE, 1); // the evaluation finishes on its own, 100 ms before the deadline
   assert.deepEqual(await ackDone, ['slow']);
-  await Promise.all(engine.workers.map((w) => w.stop()));
+  while (!engine.workers.every((w) => w.status === 'stopped')) await turns(1);
   await turns();
   clock.advance(200); // past the deadline (and well before a second full grace period would end)
   await stopping;
