@@ -127,7 +127,7 @@ export interface ThreadExit {
 }
 
 /**
- * Predicted work a thread may hold (the item it runs included) before the next item waits on main instead, ms.
+ * Predicted work that may wait on a thread behind the item it runs before the next item waits on main instead, ms.
  * It is also how far a running item may overrun its prediction before the items behind it are taken back. A
  * results message and a refill cost the two threads ~20–50 µs: with one item of a millisecond queued behind the
  * one running, a thread never waits for its refill, while a 10 ms item never waits behind another one, and an item
@@ -711,17 +711,18 @@ export class ThreadPool {
     return undefined;
   }
 
-  /** Whether a thread can take `pending` now: it has nothing assigned, or the item fits its budget. */
-  #hasRoom(channel: Channel, predictedMs: number, overrun: boolean): boolean {
+  /**
+   * Whether a thread can take an item predicted at `predictedMs` now: it has nothing assigned, or what would wait
+   * behind the item it runs (`runningMs` predicted) stays within the budget.
+   */
+  #hasRoom(channel: Channel, runningMs: number, predictedMs: number, overrun: boolean): boolean {
     if (channel.assigned === 0) return true;
-    return !overrun && channel.assigned < this.#options.batchSize && channel.loadMs + predictedMs <= this.#budgetMs;
+    return !overrun && channel.assigned < this.#options.batchSize && channel.loadMs - runningMs + predictedMs <= this.#budgetMs;
   }
 
   /** Its running item has overrun its prediction by more than the budget: what waits behind it may wait long. */
-  #overran(channel: Channel, now: number): boolean {
-    if (channel.assigned < 2) return false;
-    const running = this.#firstAssigned(channel);
-    return running !== undefined && now - running.startedPerf > running.predictedMs + this.#budgetMs;
+  #overran(channel: Channel, running: Pending | undefined, now: number): boolean {
+    return channel.assigned > 1 && running !== undefined && now - running.startedPerf > running.predictedMs + this.#budgetMs;
   }
 
   /**
@@ -765,7 +766,9 @@ export class ThreadPool {
     const now = performance.now();
     // Only worth knowing where another thread could take the items: a second thread, or one the pool may start.
     const alone = open.length === 1 && this.#options.maxThreads === 1;
-    const overrun = open.map((c) => !alone && this.#overran(c, now));
+    const running = open.map((c) => this.#firstAssigned(c));
+    const runningMs = running.map((p) => p?.predictedMs ?? 0);
+    const overrun = open.map((c, i) => !alone && this.#overran(c, running[i], now));
     // Items stuck behind an overrunning item go back to the front of the queue: they are older than what waits there.
     const stuck: Pending[] = [];
     for (let i = 0; i < open.length; i++) if (overrun[i]) stuck.push(...this.#takeBack(open[i]!, Number.POSITIVE_INFINITY));
@@ -788,11 +791,12 @@ export class ThreadPool {
       let best = -1;
       for (let i = 0; i < open.length; i++) {
         const c = open[i]!;
-        if (!this.#hasRoom(c, predicted, overrun[i]!)) continue;
+        if (!this.#hasRoom(c, runningMs[i]!, predicted, overrun[i]!)) continue;
         if (best < 0 || c.loadMs < open[best]!.loadMs) best = i;
       }
       if (best < 0) break;
       this.#assign(open[best]!, pending);
+      if (open[best]!.assigned === 1) runningMs[best] = pending.predictedMs;
       give[best]!.push(pending);
       this.#queueHead++;
     }
