@@ -715,6 +715,17 @@ export class EvalBroker {
   }
 
   #deliver(queue: ReadyQueue): Delivery {
+    const entry = this.#handOut(queue);
+    const delivery = { evaluation: entry.evaluation, token: entry.token };
+    this.#recordDelivery(entry, queue, entry.dequeuedAt - entry.readyAt, delivery.token);
+    return delivery;
+  }
+
+  /**
+   * The part of a delivery that must exist before the consumer sees it: the evaluation leaves its queue, is
+   * unacked (so it counts once, and holds its job slot), and has its token.
+   */
+  #handOut(queue: ReadyQueue): Entry {
     const entry = queue.line.pop()!;
     const now = this.#clock.now();
     if (queue.failed) this.#totalFailed--;
@@ -727,17 +738,26 @@ export class EvalBroker {
     entry.state = EntryState.Unacked;
     entry.nackPaused = false;
     entry.dequeuedAt = now;
-    const token = this.#tokenPrefix + ++this.#tokenCounter;
-    entry.token = token;
-    queue.latencies.wait.observeMs(now - entry.readyAt);
-    this.#deadlines.schedule(entry, now + this.#options.nackTimeoutMs);
+    entry.token = this.#tokenPrefix + ++this.#tokenCounter;
+    return entry;
+  }
+
+  /**
+   * The rest of a delivery: its wait in the histogram, the log line and `broker:dequeue`, then its nack deadline,
+   * from the clock as it reads after the listeners ran. A delivery the consumer already ended (acked, nacked or
+   * failed from inside its callback) gets no deadline.
+   */
+  #recordDelivery(entry: Entry, queue: ReadyQueue, waitMs: number, token = entry.token): void {
+    queue.latencies.wait.observeMs(waitMs);
     if (this.#logger.isLevelEnabled('debug')) {
       this.#logger.debug({ evalId: entry.id, queue: queue.name, deliveries: entry.deliveries }, 'eval dequeued');
     }
     if (this.#events.hasListeners('broker:dequeue')) {
       this.#events.emit('broker:dequeue', { evaluation: entry.evaluation, token, queue: queue.name, deliveries: entry.deliveries });
     }
-    return { evaluation: entry.evaluation, token };
+    if (entry.state === EntryState.Unacked && entry.token === token && !entry.nackPaused) {
+      this.#deadlines.schedule(entry, this.#clock.now() + this.#options.nackTimeoutMs);
+    }
   }
 
   /** The entry of a current delivery, or the typed error Nomad's broker would return. */
@@ -896,7 +916,14 @@ export class EvalBroker {
       const queue = this.#pick(waiter.types);
       if (queue === undefined) continue;
       this.#dropWaiter(waiter);
-      this.#answer(waiter.callback, undefined, this.#deliver(queue));
+      // The hand-off goes first: an idle worker posts the evaluation to an idle thread from inside its callback, and
+      // the bookkeeping follows in the same synchronous turn, before any result of the delivery can come back.
+      const entry = this.#handOut(queue);
+      // Read before the callback, which may end the delivery and requeue the entry (a new readyAt).
+      const waitMs = entry.dequeuedAt - entry.readyAt;
+      const token = entry.token;
+      this.#answer(waiter.callback, undefined, { evaluation: entry.evaluation, token });
+      this.#recordDelivery(entry, queue, waitMs, token);
     }
   }
 

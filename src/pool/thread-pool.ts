@@ -322,8 +322,10 @@ export class ThreadPool {
       if (!this.#coalescing && this.#queueHead === this.#queue.length) {
         const idle = this.#idleChannel();
         if (idle !== undefined) {
+          // The post first: what the start stamp costs comes after the thread has the item.
           this.#assign(idle, pending);
           this.#send(idle, [pending]);
+          if (!pending.settled) this.#markStarted(pending);
           return;
         }
       }
@@ -682,13 +684,13 @@ export class ThreadPool {
     pending.resolve(outcome);
   }
 
-  #assign(channel: Channel, pending: Pending): void {
+  /** Counts `pending` in `channel`'s load; true when nothing else was assigned to it (the item starts at once). */
+  #assign(channel: Channel, pending: Pending): boolean {
     pending.queued = false;
     pending.assigned = channel;
     pending.predictedMs = pending.cost.ms;
     channel.loadMs += pending.predictedMs;
-    // Nothing else assigned to it: the thread starts this item as soon as the message arrives.
-    if (channel.assigned++ === 0) this.#markStarted(pending);
+    return channel.assigned++ === 0;
   }
 
   #unassign(pending: Pending): void {
@@ -777,6 +779,8 @@ export class ThreadPool {
       this.#queue.splice(this.#queueHead, 0, ...stuck);
     }
     const give: Pending[][] = open.map(() => []);
+    /** Items that start as soon as their message arrives (first on a thread with nothing assigned). */
+    const startsNow: Pending[] = [];
     const { slots } = this.#options;
     // Each item goes to the thread with the least predicted work that has room for it; then ONE message per thread.
     while (this.#queueHead < this.#queue.length) {
@@ -795,8 +799,10 @@ export class ThreadPool {
         if (best < 0 || c.loadMs < open[best]!.loadMs) best = i;
       }
       if (best < 0) break;
-      this.#assign(open[best]!, pending);
-      if (open[best]!.assigned === 1) runningMs[best] = pending.predictedMs;
+      if (this.#assign(open[best]!, pending)) {
+        runningMs[best] = pending.predictedMs;
+        startsNow.push(pending);
+      }
       give[best]!.push(pending);
       this.#queueHead++;
     }
@@ -808,12 +814,13 @@ export class ThreadPool {
         const busiest = this.#busiest(open, idle);
         if (busiest === undefined) break;
         for (const pending of this.#takeBack(busiest, Math.max(1, Math.floor((busiest.assigned - 1) / 2)))) {
-          this.#assign(idle, pending);
+          if (this.#assign(idle, pending)) startsNow.push(pending);
           give[i]!.push(pending);
         }
       }
     }
     for (let i = 0; i < open.length; i++) if (give[i]!.length > 0) this.#send(open[i]!, give[i]!);
+    for (const pending of startsNow) if (!pending.settled) this.#markStarted(pending);
     if (this.#queueHead === this.#queue.length) {
       this.#queue = [];
       this.#queueHead = 0;

@@ -363,7 +363,8 @@ describe('waiting dequeues', () => {
     broker.events.on('broker:nack', ({ evaluation, timedOut }) => seen.push(`nack ${evaluation.id} timedOut=${timedOut}`));
     broker.dequeueWith(['service'], 0, undefined, (_error, delivery) => seen.push(`got ${delivery?.evaluation.id}`));
     broker.enqueue(ev('j', { id: 'a' }));
-    assert.deepEqual(seen, ['enqueue a', 'dequeue a', 'got a'], 'the waiter is answered inside the enqueue, after both events');
+    // The hand-off goes first: the waiter has the evaluation before broker:dequeue records the delivery.
+    assert.deepEqual(seen, ['enqueue a', 'got a', 'dequeue a'], 'the waiter is answered inside the enqueue, before the dequeue event');
     assert.equal(broker.inspect('a')?.state, 'unacked');
     assert.deepEqual(broker.stats().byScheduler, { service: { ready: 0, unacked: 1 } });
     clock.advance(4999);
@@ -448,7 +449,7 @@ describe('waiting dequeues', () => {
     assert.match(await registry.metrics(), /^tickpool_broker_wait_time_seconds_sum\{type="service"\} 0.04$/m);
   });
 
-  test('a dequeue callback that moves a manual clock sees its delivery time out, and is answered once', () => {
+  test('a dequeue callback that moves a manual clock is answered once; its delivery\'s deadline counts from after the callback', () => {
     const { broker, clock } = harness({ nackTimeoutMs: 150 });
     const seen: string[] = [];
     broker.events.on('broker:nack', ({ evaluation, timedOut }) => seen.push(`nack ${evaluation.id} timedOut=${timedOut} at ${clock.now() - 1_000_000}`));
@@ -458,7 +459,12 @@ describe('waiting dequeues', () => {
     });
     broker.enqueue(ev('j', { id: 'a' }));
     clock.advance(0);
-    assert.deepEqual(seen, ['answered: a', 'nack a timedOut=true at 150']);
+    // The deadline is armed after the consumer's turn (the hand-off goes first): at 200 + 150.
+    assert.deepEqual(seen, ['answered: a']);
+    clock.advance(149);
+    assert.deepEqual(seen, ['answered: a']);
+    clock.advance(1);
+    assert.deepEqual(seen, ['answered: a', 'nack a timedOut=true at 350']);
   });
 
   test('a dequeue callback that settles its delivery at once leaves no nack deadline behind', () => {
