@@ -7,7 +7,8 @@
  * 4. answers in flight: `engine.run()` calls all at once (`Promise.all`), each resolving its scheduler's value, vs
  *    `piscina.run()` calls all at once, each resolving its task's value.
  */
-import { pathToFileURL } from 'node:url';
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createEngine, type Engine } from '../src/engine.js';
 import { Latency, nowUs, round } from './lib/latency.js';
 import { withPiscina } from './lib/piscina-pool.js';
@@ -270,15 +271,28 @@ export async function compareIdleLatency(
   const engine = new Latency();
   const ratios: number[] = [];
   const perRound = Math.max(1, Math.ceil(samples / rounds));
+  // CPU the whole process (main and pool threads) burns per second of wall time on the engine's side: with
+  // idleSpinUs, what the polling costs while the engine idles between samples.
+  let engineCpuUs = 0;
+  let engineWallMs = 0;
+  const measuredEngine = async (): Promise<Latency> => {
+    const cpu = process.cpuUsage();
+    const wall = performance.now();
+    const latency = await engineIdleLatency(threads, perRound, pauseMs, idleSpinUs);
+    const used = process.cpuUsage(cpu);
+    engineCpuUs += used.user + used.system;
+    engineWallMs += performance.now() - wall;
+    return latency;
+  };
   for (let round = 0; round < rounds; round++) {
     let r: Latency;
     let e: Latency;
     if (round % 2 === 0) {
       r = await piscinaIdleLatency(threads, perRound, pauseMs);
       globalThis.gc?.();
-      e = await engineIdleLatency(threads, perRound, pauseMs, idleSpinUs);
+      e = await measuredEngine();
     } else {
-      e = await engineIdleLatency(threads, perRound, pauseMs, idleSpinUs);
+      e = await measuredEngine();
       globalThis.gc?.();
       r = await piscinaIdleLatency(threads, perRound, pauseMs);
     }
@@ -288,20 +302,16 @@ export async function compareIdleLatency(
     engine.merge(e);
   }
   const pause = (pauseMs > 0 ? `, each after ${pauseMs} ms idle` : '') + (idleSpinUs > 0 ? `, threads poll ${idleSpinUs} µs when idle` : '');
-  const notes = `${perRound * rounds} samples each, one at a time${pause}, in ${rounds} alternating rounds; ratio = median of the rounds' p50 ratios (${ratios.map((x) => round(x)).join(', ')})`;
+  const cpuPerSec = engineCpuUs / 1000 / engineWallMs;
+  const notes = `${perRound * rounds} samples each, one at a time${pause}, in ${rounds} alternating rounds; ratio = median of the rounds' p50 ratios (${ratios.map((x) => round(x)).join(', ')}); the engine's process used ${round(cpuPerSec, 2)} CPU-s per s meanwhile`;
   const spin = idleSpinUs > 0 ? `-spin${idleSpinUs}` : '';
   const spinName = idleSpinUs > 0 ? `, idleSpinUs ${idleSpinUs}` : '';
   const what =
     pauseMs > 0
       ? { id: `engine.idle-latency-after-${pauseMs}ms${spin}`, name: `idle dispatch latency after ${pauseMs} ms idle${spinName} (enqueue → scheduler entry)` }
       : { id: `engine.idle-latency${spin}`, name: `idle dispatch latency${spinName} (enqueue → scheduler entry)` };
-  return latencyComparison(
-    { ...what, baseline: 'piscina one-way p50 (>1 = engine faster)', notes },
-    threads,
-    engine,
-    raw,
-    median(ratios),
-  );
+  const comparison = latencyComparison({ ...what, baseline: 'piscina one-way p50 (>1 = engine faster)', notes }, threads, engine, raw, median(ratios));
+  return { ...comparison, result: { ...comparison.result, engineCpuSecondsPerSecond: round(cpuPerSec, 3) } };
 }
 
 /** A latency comparison as the suite reports it: the engine's percentiles, the baseline's p50/p99, the ratio. */
@@ -361,7 +371,27 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
   ];
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+/**
+ * The idle-latency comparison in a child process pinned to one CPU (`taskset -c 0`), so that main, the pool threads
+ * and Piscina's threads all share one core: what a container limited to one CPU sees. Undefined where `taskset` is
+ * not available.
+ */
+export function pinnedIdleLatency(samples: number, idleSpinUs = 0): BenchResult | undefined {
+  try {
+    execFileSync('taskset', ['-c', '0', 'true'], { stdio: 'ignore' });
+  } catch {
+    return undefined;
+  }
+  const args = ['-c', '0', process.execPath, '--expose-gc', fileURLToPath(import.meta.url), '--idle-json', String(samples), String(idleSpinUs)];
+  const out = execFileSync('taskset', args, { encoding: 'utf8', maxBuffer: 16 * 1024 * 1024 });
+  const result = JSON.parse(out.trim().split('\n').at(-1)!) as BenchResult;
+  return { ...result, id: `${result.id ?? 'engine.idle-latency'}-pinned`, name: `${result.name}, pinned to one CPU (taskset -c 0)` };
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href && process.argv[2] === '--idle-json') {
+  const { result } = await compareIdleLatency(1, Number(process.argv[3] ?? 600), { idleSpinUs: Number(process.argv[4] ?? 0) });
+  console.log(JSON.stringify(result));
+} else if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const quick = process.argv.includes('--quick');
   const threadsArg = process.argv.indexOf('--threads');
   const threads = threadsArg > 0 ? Number(process.argv[threadsArg + 1]) : 2;

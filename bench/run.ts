@@ -16,7 +16,7 @@ import { availableParallelism, cpus, totalmem } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { runBrokerBench } from './broker.bench.js';
-import { compareCancelLatency, compareIdleLatency, compareRunThroughput, compareThroughput } from './engine.bench.js';
+import { compareCancelLatency, compareIdleLatency, compareRunThroughput, compareThroughput, pinnedIdleLatency } from './engine.bench.js';
 import { compareCost, compareFairness, SWEEP_COSTS_MS } from './cpu-load.bench.js';
 import { compareLoadCurves, type LoadCurve } from './load-curve.bench.js';
 import { bestOf, checkFloors, describeFailures, formatValue, type FloorCheck } from './floors.js';
@@ -232,6 +232,22 @@ function units(o: RunOptions): Unit[] {
       inCi: false,
     }),
   );
+
+  list.push({
+    id: 'engine.latency-pinned',
+    scope: 'engine',
+    title: `engine idle dispatch latency pinned to one CPU (taskset -c 0), default and idleSpinUs ${SPIN_US}`,
+    // Two child processes of alternating rounds; diagnostic, no floor reads it.
+    inCi: false,
+    async run() {
+      const results: BenchResult[] = [];
+      for (const spin of [0, SPIN_US]) {
+        const result = pinnedIdleLatency(quick ? 300 : 1000, spin);
+        if (result !== undefined) results.push(result);
+      }
+      return { results };
+    },
+  });
 
   list.push({
     id: 'engine.wake',

@@ -89,6 +89,7 @@ test('main: --help prints usage and exits 0; a usage error exits 2 (no benchmark
 const engineThroughput = (ratio: number): BenchResult => ({ scope: 'engine', id: 'engine.throughput', name: 'throughput: no-op evaluations', ratio });
 const brokerCycle = (name: string, opsPerSec: number): BenchResult => fromBroker([{ name, opsPerSec }])[0]!;
 const tick = (ratio: number): BenchResult => ({ scope: 'tasks', id: 'tasks.tick-vs-scan', name: 'tick vs scan, 1% due', ratio });
+const fairness = (ratio: number): BenchResult => ({ scope: 'engine', id: 'engine.fairness-60', name: 'mixed load at 60%', ratio });
 
 test('every floor has a positive minimum, a unit and a goal, and the issue floors are there', () => {
   assert.ok(FLOORS.length >= 3);
@@ -96,28 +97,30 @@ test('every floor has a positive minimum, a unit and a goal, and the issue floor
     assert.ok(f.min > 0 && f.unit.length > 0 && f.goal.length > 0, f.id);
   }
   const byScope = (scope: string) => FLOORS.filter((f) => f.scope === scope).map((f) => f.min);
-  assert.deepEqual(byScope('engine'), [1.0]);
+  assert.deepEqual(byScope('engine'), [1.0, 0.9]);
   assert.deepEqual(byScope('broker'), [200_000]);
   assert.deepEqual(byScope('tasks'), [10]);
 });
 
 test('floors pass at the floor and fail below it, naming the benchmark', () => {
-  const results = [engineThroughput(1.0), brokerCycle('cycle, 1k ready across 1k jobs', 199_999), brokerCycle('cycle, 100k deadlines', 900_000), tick(50)];
+  const results = [engineThroughput(1.0), brokerCycle('cycle, 1k ready across 1k jobs', 199_999), brokerCycle('cycle, 100k deadlines', 900_000), tick(50), fairness(0.89)];
   const checks = checkFloors(results, ['broker', 'engine', 'tasks']);
-  assert.equal(checks.length, 4);
-  assert.deepEqual(checks.map((c) => c.pass), [true, false, true, true]);
+  assert.equal(checks.length, 5);
+  assert.deepEqual(checks.map((c) => c.pass), [true, false, true, true, false]);
   const failures = describeFailures(checks);
-  assert.equal(failures.length, 1);
+  assert.equal(failures.length, 2);
   assert.match(failures[0]!, /^FAIL cycle, 1k ready across 1k jobs: 199,999 cycles\/s < floor 200,000 cycles\/s/);
+  assert.match(failures[1]!, /^FAIL mixed load at 60%: 0.89× < floor 0.90×/);
 });
 
 test('a floor whose benchmark produced no result fails; a scope that did not run is not checked', () => {
-  const checks = checkFloors([engineThroughput(3)], ['engine', 'broker']);
+  const checks = checkFloors([engineThroughput(3), fairness(1.1)], ['engine', 'broker']);
   assert.deepEqual(
     checks.map((c) => [c.floor, c.pass]),
     [
       ['engine throughput / raw piscina.run()', true],
       ['broker cycles/s', false],
+      ["mixed-load fairness at 60%: short jobs' p99 / piscina's", true],
     ],
   );
   assert.match(describeFailures(checks)[0]!, /FAIL broker cycles\/s: no result/);
