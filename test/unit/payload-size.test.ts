@@ -22,7 +22,8 @@ const plain: fc.Arbitrary<unknown> = fc.letrec((tie) => ({
     // Holey arrays (written as index/value pairs) and arrays with named properties (written after the elements).
     fc.sparseArray(tie('value'), { maxLength: 40, maxNumElements: 6 }),
     fc
-      .tuple(fc.array(tie('value'), { maxLength: 4 }), fc.dictionary(fc.string({ maxLength: 8 }), tie('value'), { maxKeys: 3 }))
+      // A named property called `length` would set the array's length (to anything: a RangeError), not name one.
+      .tuple(fc.array(tie('value'), { maxLength: 4 }), fc.dictionary(fc.string({ maxLength: 8 }).filter((k) => k !== 'length'), tie('value'), { maxKeys: 3 }))
       .map(([elements, named]) => Object.assign(elements, named)),
   ),
 })).value;
