@@ -11,6 +11,7 @@
 import { pathToFileURL } from 'node:url';
 import { createEngine, type Engine } from '../src/engine.js';
 import { Latency, nowUs, round } from './lib/latency.js';
+import { openLoop } from './lib/open-loop.js';
 import { withPiscina } from './lib/piscina-pool.js';
 import { printTable } from './lib/table.js';
 import type { BenchResult } from './lib/types.js';
@@ -148,27 +149,6 @@ export function mixedCosts(count: number, seed = 0x9e3779b9): Float64Array {
     costs[i] = u < LONG_SHARE ? LONG_MS : SHORT_MS;
   }
   return costs;
-}
-
-/**
- * Sends job `i` at `start + i / rate` (open loop), calling `send(i, dueUs)`; resolves once every job called
- * `done`. The sender wakes on a timer and sends everything that is due, so a late wake-up sends late but the
- * latency is still counted from the due time.
- */
-function openLoop(count: number, ratePerSec: number, send: (index: number, dueUs: number) => void, allDone: Promise<void>): Promise<void> {
-  const startUs = nowUs() + 5_000;
-  const intervalUs = 1e6 / ratePerSec;
-  let next = 0;
-  const pump = (): void => {
-    const now = nowUs();
-    while (next < count && startUs + next * intervalUs <= now) {
-      send(next, startUs + next * intervalUs);
-      next++;
-    }
-    if (next < count) setTimeout(pump, Math.max(0, (startUs + next * intervalUs - nowUs()) / 1000));
-  };
-  setTimeout(pump, 5);
-  return allDone;
 }
 
 interface FairnessSide {

@@ -7,7 +7,8 @@
  */
 import { pathToFileURL } from 'node:url';
 import { createEngine, type Engine } from '../src/engine.js';
-import { Latency, nowUs, round } from './lib/latency.js';
+import { Latency, round } from './lib/latency.js';
+import { countdown, openLoop } from './lib/open-loop.js';
 import { withPiscina } from './lib/piscina-pool.js';
 import { printTable } from './lib/table.js';
 import type { BenchResult } from './lib/types.js';
@@ -33,26 +34,10 @@ export interface LoadCurve {
   readonly points: readonly LoadPoint[];
 }
 
-/** Sends `count` jobs open loop at `rate`/s, recording each one's due time; resolves once `allDone` does. */
-function openLoop(count: number, rate: number, due: Float64Array, send: (index: number) => void, allDone: Promise<void>): Promise<void> {
-  const startUs = nowUs() + 2_000;
-  const intervalUs = 1e6 / rate;
-  let next = 0;
-  const pump = (): void => {
-    const now = nowUs();
-    while (next < count && startUs + next * intervalUs <= now) {
-      due[next] = startUs + next * intervalUs;
-      send(next++);
-    }
-    if (next >= count) return;
-    // A timer wakes a millisecond late or more: close to the next due time, the sender checks every event-loop turn
-    // instead (which still lets the engine's and Piscina's message events run between checks).
-    const waitMs = (startUs + next * intervalUs - nowUs()) / 1000;
-    if (waitMs > 2) setTimeout(pump, waitMs - 1.5);
-    else setImmediate(pump);
-  };
-  setImmediate(pump);
-  return allDone;
+/** One rate's jobs: how many, where the threads stamp their entry, and when each was due. */
+function pointBuffers(rate: number, seconds: number): { count: number; stamps: Float64Array; due: Float64Array } {
+  const count = Math.max(200, Math.round(rate * seconds));
+  return { count, stamps: new Float64Array(new SharedArrayBuffer(8 * count)), due: new Float64Array(count) };
 }
 
 function toPoint(rate: number, count: number, due: Float64Array, stamps: Float64Array): LoadPoint {
@@ -74,17 +59,19 @@ async function engineCurve(threads: number, rates: readonly number[], seconds: n
   try {
     let prefix = 0;
     for (const rate of [rates[0]!, ...rates]) {
-      const count = Math.max(200, Math.round(rate * seconds));
-      const stamps = new Float64Array(new SharedArrayBuffer(8 * count));
-      const due = new Float64Array(count);
-      let left = count;
-      let finish!: () => void;
-      const allDone = new Promise<void>((resolve) => (finish = resolve));
-      const off = engine.broker.events.on('broker:ack', () => {
-        if (--left === 0) finish();
-      });
+      const { count, stamps, due } = pointBuffers(rate, seconds);
+      const { allDone, done } = countdown(count);
+      const off = engine.broker.events.on('broker:ack', done);
       const p = prefix++;
-      await openLoop(count, rate, due, (i) => engine.enqueue({ id: `${p}:${i}`, jobId: `${p}:${i}`, type: 'stamp', priority: 50, payload: { stamps, index: i } }), allDone);
+      await openLoop(
+        count,
+        rate,
+        (i, dueUs) => {
+          due[i] = dueUs;
+          engine.enqueue({ id: `${p}:${i}`, jobId: `${p}:${i}`, type: 'stamp', priority: 50, payload: { stamps, index: i } });
+        },
+        allDone,
+      );
       off();
       // The first round warms up (JIT, modules, the cost model) and is not reported.
       if (p > 0) points.push(toPoint(rate, count, due, stamps));
@@ -101,20 +88,15 @@ async function piscinaCurve(threads: number, rates: readonly number[], seconds: 
     const points: LoadPoint[] = [];
     let round = 0;
     for (const rate of [rates[0]!, ...rates]) {
-      const count = Math.max(200, Math.round(rate * seconds));
-      const stamps = new Float64Array(new SharedArrayBuffer(8 * count));
-      const due = new Float64Array(count);
-      let left = count;
-      let finish!: () => void;
-      const allDone = new Promise<void>((resolve) => (finish = resolve));
+      const { count, stamps, due } = pointBuffers(rate, seconds);
+      const { allDone, done } = countdown(count);
       await openLoop(
         count,
         rate,
-        due,
-        (i) =>
-          void pool.run({ stamps, index: i }).then(() => {
-            if (--left === 0) finish();
-          }),
+        (i, dueUs) => {
+          due[i] = dueUs;
+          void pool.run({ stamps, index: i }).then(done);
+        },
         allDone,
       );
       if (round++ > 0) points.push(toPoint(rate, count, due, stamps));

@@ -25,6 +25,19 @@ function watch(engine: Engine): Watch {
   return w;
 }
 
+/** One thread, two workers, lock-step heartbeating schedulers, a 200 ms nack timeout on a manual clock. */
+async function oneThreadTwoWorkers(broker: { initialNackDelayMs: number; subsequentNackDelayMs?: number }): Promise<{ clock: ManualClock; engine: Engine; w: Watch }> {
+  const clock = new ManualClock(0);
+  const engine = await started({
+    clock,
+    threads: 1,
+    workers: 2,
+    schedulers: { beat: fixture('lockstep-heartbeat') },
+    broker: { nackTimeoutMs: 200, deliveryLimit: 3, ...broker },
+  });
+  return { clock, engine, w: watch(engine) };
+}
+
 test('defaults scaled down (nack timeout 1 s, jobs of 10 ms, 300 at once on 2 threads): no nack timeout, each acked once', { timeout: 60_000 }, async () => {
   // The default workers and batch size: hundreds of evaluations are dequeued at once and wait for a thread, far
   // longer in all than the nack timeout; none of that waiting may count against it.
@@ -44,15 +57,7 @@ test('defaults scaled down (nack timeout 1 s, jobs of 10 ms, 300 at once on 2 th
 });
 
 test('a heartbeating scheduler queued behind another one is not timed out while it waits, however long', { timeout: 30_000 }, async () => {
-  const clock = new ManualClock(0);
-  const engine = await started({
-    clock,
-    threads: 1,
-    workers: 2,
-    schedulers: { beat: fixture('lockstep-heartbeat') },
-    broker: { nackTimeoutMs: 200, deliveryLimit: 3, initialNackDelayMs: 0, subsequentNackDelayMs: 0 },
-  });
-  const w = watch(engine);
+  const { clock, engine, w } = await oneThreadTwoWorkers({ initialNackDelayMs: 0, subsequentNackDelayMs: 0 });
   const first = newGate();
   const second = newGate();
   const done = acks(engine, 2);
@@ -85,15 +90,7 @@ test('a heartbeating scheduler queued behind another one is not timed out while 
 });
 
 test('a started scheduler that shows no progress is timed out nack-timeout after its start, not after its dequeue', { timeout: 30_000 }, async () => {
-  const clock = new ManualClock(0);
-  const engine = await started({
-    clock,
-    threads: 1,
-    workers: 2,
-    schedulers: { beat: fixture('lockstep-heartbeat') },
-    broker: { nackTimeoutMs: 200, deliveryLimit: 3, initialNackDelayMs: 60_000 },
-  });
-  const w = watch(engine);
+  const { clock, engine, w } = await oneThreadTwoWorkers({ initialNackDelayMs: 60_000 });
   const first = newGate();
   const second = newGate();
   engine.enqueue(evaluation('first', 'beat', { gate: first }));
