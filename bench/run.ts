@@ -326,7 +326,7 @@ function units(o: RunOptions): Unit[] {
             baselineP99Us: p.loaded.piscina.p99Us,
             threads: p.threads,
             unit: 'evaluations/s',
-            notes: `idle p50 ${p.idle.engine.p50Us} µs vs Piscina ${p.idle.piscina.p50Us} µs`,
+            notes: `idle p50 ${p.idle.engine.p50Us} µs (polling ${p.idle.engineSpin?.p50Us ?? '–'} µs) vs Piscina ${p.idle.piscina.p50Us} µs; loaded p99 polling ${p.loaded.engineSpin?.p99Us ?? '–'} µs`,
           })),
         };
       },
