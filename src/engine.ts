@@ -16,7 +16,8 @@ import { resolveEngineOptions, type EngineOptions, type ResolvedEngineOptions } 
 import { ThreadPool, type ThreadExit, type ThreadPoolStats } from './pool/thread-pool.js';
 import { SlotTable } from './slots/slot-table.js';
 import { EngineTasks, taskSchedulerOf } from './tasks/engine-tasks.js';
-import type { TaskScheduler, TaskSchedulerStats } from './tasks/task-scheduler.js';
+import type { TaskScheduler } from './tasks/task-scheduler.js';
+import type { TaskSchedulerStats } from './tasks/scheduler-state.js';
 import { PlanApplier } from './state/plan-applier.js';
 import { StateStore } from './state/state-store.js';
 import { SchedulingWorker } from './workers/scheduling-worker.js';

@@ -18,7 +18,7 @@ import type { BrokerEvents } from './broker-events.js';
 import { brokerMetricsHub, type BrokerGaugeSnapshot, type BrokerMetricsHub } from './broker-metrics.js';
 import { resolveEvalBrokerOptions, type EvalBrokerOptions, type ResolvedEvalBrokerOptions } from './broker-options.js';
 import { DeadlineQueue, type DeadlineNode } from './deadline-queue.js';
-import { assertEvaluation, FAILED_QUEUE, nackDelayMs, withEvaluationDefaults, type Evaluation, type EvaluationInput } from './evaluation.js';
+import { assertEvaluation, FAILED_QUEUE, nackDelayMs, withEvaluationDefaults, type Evaluation, type EvaluationInput, type EvaluationState } from './evaluation.js';
 import type { AckResult, EvaluationHandle } from './outcome-waiters.js';
 import { PriorityHeap } from './priority-heap.js';
 
@@ -41,8 +41,6 @@ export interface SchedulerStats {
 export interface BrokerStats extends BrokerGaugeSnapshot {
   readonly byScheduler: Readonly<Record<string, SchedulerStats>>;
 }
-
-export type EvaluationState = 'ready' | 'pending' | 'unacked' | 'waiting' | 'failed' | 'cancelable';
 
 /** Where one evaluation is, for diagnostics and tests (`EvalBroker.inspect`). */
 export interface EvaluationInfo {
