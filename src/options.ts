@@ -13,7 +13,7 @@ import { InvalidOptionError } from './errors.js';
 import { createDefaultLogger, isLogger, type Logger } from './observability/logger.js';
 import { isRegistry, Registry } from './observability/metrics.js';
 import { assertKnownKeys, clockOption } from './option-checks.js';
-import type { ModuleRef } from './pool/messages.js';
+import type { ModuleRef } from './protocol/messages.js';
 import type { ResourceLimits } from './pool/thread-pool.js';
 import type { EvaluatePlan } from './state/types.js';
 

@@ -20,7 +20,7 @@ import {
 } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { StartObserver, ThreadPool } from '../pool/thread-pool.js';
-import type { WireEvaluation } from '../pool/messages.js';
+import type { WireEvaluation } from '../protocol/messages.js';
 import { SlotState, ThreadPhase } from '../slots/slot-layout.js';
 import type { SlotTable } from '../slots/slot-table.js';
 import type { PlanApplier } from '../state/plan-applier.js';
@@ -312,7 +312,6 @@ export class SchedulingWorker implements StartObserver {
         const started = metrics.startScheduling();
         const outcome = await pool.dispatch({
           kind: 'eval',
-          seq: 0,
           slot: this.#slot,
           generation,
           attempt,
