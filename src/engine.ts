@@ -6,10 +6,9 @@ import { Backoff } from './backoff.js';
 import { EvalBroker } from './broker/eval-broker.js';
 import { FAILED_QUEUE, type EvaluationInput } from './broker/evaluation.js';
 import type { EvaluationHandle, EvaluationOutcome } from './broker/outcome-waiters.js';
-import type { Clock } from './clock.js';
 import type { BrokerStats } from './broker/eval-broker.js';
 import { AbortWatch, runSignal, type RunOptions } from './engine-run.js';
-import { AbortedError, InvalidArgumentError, InvalidEvaluationError, InvalidStateError, PayloadTooLargeError, UnknownSchedulerError, type ModuleLoadError } from './errors.js';
+import { AbortedError, InvalidArgumentError, InvalidEvaluationError, InvalidStateError, PayloadTooLargeError, type ModuleLoadError } from './errors.js';
 import { TypedEmitter } from './events.js';
 import { payloadFits } from './payload-size.js';
 import { resolveEngineOptions, type EngineOptions, type ResolvedEngineOptions } from './options.js';
@@ -80,10 +79,6 @@ export class Engine {
   readonly #pool: ThreadPool;
   readonly #workers: SchedulingWorker[] = [];
   #workerViews: readonly EngineWorker[] | undefined;
-  /** Evaluations of unregistered types the broker still holds and has not failed yet: id → type. */
-  readonly #unknown = new Map<string, string>();
-  #unknownTimer: ReturnType<Clock['setTimer']> | undefined;
-  #sweepQueued = false;
   #state: EngineStateValue = EngineState.CREATED;
   #stopping: Promise<void> | undefined;
   #startedAt: number | undefined;
@@ -108,6 +103,8 @@ export class Engine {
       clock: o.clock,
       logger,
       registry: o.registry,
+      // Only registered types are ever executed: the broker fails any other at enqueue.
+      knownTypes: Object.keys(o.schedulers),
       // A deadline counts from the start of the work, and a heartbeat written into the slot since the last look
       // keeps a long scheduler from being redelivered.
       extendNackDeadline: (id, token) => this.#holderOf(id, token)?.deadlineProgress(token) ?? false,
@@ -120,20 +117,6 @@ export class Engine {
     // A delivery whose deadline fired has been redelivered: ask its thread to stop working on the old one.
     this.broker.events.on('broker:nack', ({ evaluation, token, timedOut }) => {
       if (timedOut) this.#holderOf(evaluation.id, token)?.cancelCurrent();
-    });
-    // Only registered types are ever executed: an evaluation of any other type is failed as soon as it is ready.
-    // One that is not ready yet (delayed, or pending behind its job's evaluation in hand) is watched until it is.
-    // A delayed one is found by the periodic sweep once due: no timer of its own, so none outlives stop().
-    this.broker.events.on('broker:enqueue', ({ evaluation }) => {
-      if (Object.hasOwn(o.schedulers, evaluation.type) || evaluation.type === FAILED_QUEUE) return;
-      this.#unknown.set(evaluation.id, evaluation.type);
-      // One sweep per burst: a sweep looks at every watched evaluation.
-      if (this.#sweepQueued) return;
-      this.#sweepQueued = true;
-      queueMicrotask(() => {
-        this.#sweepQueued = false;
-        this.#sweepUnknown();
-      });
     });
     this.#pool = new ThreadPool({
       minThreads: o.threads.min,
@@ -335,44 +318,6 @@ export class Engine {
   }
 
   /**
-   * Fails the watched evaluations of unregistered types that are ready. Those still delayed or pending behind their
-   * job (promoted to ready by an ack, with no event of their own) are looked at again every `dequeueTimeoutMs`
-   * while any remain; a timer runs only then.
-   */
-  #sweepUnknown(): void {
-    for (const [id, type] of this.#unknown) {
-      let info = this.broker.inspect(id);
-      if (info?.state === 'ready' && info.queue === type) {
-        this.#failUnknown(type);
-        info = this.broker.inspect(id);
-      }
-      if (info === undefined || info.queue === FAILED_QUEUE || info.state === 'cancelable') this.#unknown.delete(id);
-    }
-    if (this.#unknown.size === 0 || this.#unknownTimer !== undefined || this.#state === EngineState.STOPPED) return;
-    this.#unknownTimer = this.options.clock.setTimer(
-      () => {
-        this.#unknownTimer = undefined;
-        this.#sweepUnknown();
-      },
-      Math.max(1, this.options.dequeueTimeoutMs),
-      { unref: true },
-    );
-  }
-
-  #clearUnknownTimer(): void {
-    if (this.#unknownTimer !== undefined) this.options.clock.clearTimer(this.#unknownTimer);
-    this.#unknownTimer = undefined;
-  }
-
-  #failUnknown(type: string): void {
-    const known = Object.keys(this.options.schedulers);
-    for (let delivery = this.broker.tryDequeue([type]); delivery !== undefined; delivery = this.broker.tryDequeue([type])) {
-      this.options.logger.warn({ evalId: delivery.evaluation.id, type }, 'evaluation type has no registered scheduler');
-      this.broker.fail(delivery.evaluation.id, delivery.token, new UnknownSchedulerError(type, known));
-    }
-  }
-
-  /**
    * Share of thread time spent running schedulers and task handlers since `start()`, in [0, 1]: the busy time the
    * threads publish in shared memory over elapsed time × live threads. (Piscina's own `utilization` only counts
    * finished Piscina tasks, and each thread here runs one long-lived loop task, so it stays at 0.)
@@ -427,7 +372,6 @@ export class Engine {
       // Piscina starts the pool's threads when the engine is created: a never-started engine still owns them.
       await this.#pool.stop();
       this.plans.stop();
-      this.#clearUnknownTimer();
       this.#giveUpOutcomes();
       return;
     }
@@ -460,7 +404,6 @@ export class Engine {
     await tasksDone;
     await this.#pool.stop({ force: forced });
     this.plans.stop();
-    this.#clearUnknownTimer();
     this.#state = EngineState.STOPPED;
     this.#giveUpOutcomes();
     let requeued = 0;

@@ -9,6 +9,7 @@ import {
   NackTimeoutReachedError,
   SupersededError,
   TokenMismatchError,
+  UnknownSchedulerError,
 } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import { childLogger, type Logger } from '../observability/logger.js';
@@ -254,8 +255,13 @@ export class EvalBroker {
     let due = Number.NEGATIVE_INFINITY;
     if (evaluation.wait !== undefined && evaluation.wait > 0) due = now + evaluation.wait;
     if (evaluation.waitUntil !== undefined && evaluation.waitUntil > due) due = evaluation.waitUntil;
-    const delayed = due > now;
-    if (delayed) {
+    const known = this.#options.knownTypes;
+    // Nothing would ever run a type outside `knownTypes`: failed here, once, instead of waiting to be ready.
+    const unknown = known !== undefined && !known.has(evaluation.type) && evaluation.type !== FAILED_QUEUE;
+    const delayed = !unknown && due > now;
+    if (unknown) {
+      // Failed below, once broker:enqueue has told of it.
+    } else if (delayed) {
       entry.state = EntryState.Waiting;
       this.#totalWaiting++;
       this.#deadlines.schedule(entry, due);
@@ -267,6 +273,11 @@ export class EvalBroker {
     }
     if (this.#events.hasListeners('broker:enqueue')) {
       this.#events.emit('broker:enqueue', { evaluation, delayedUntil: delayed ? due : undefined });
+    }
+    if (unknown) {
+      const reason = new UnknownSchedulerError(evaluation.type, [...known!]);
+      entry.lastReason = reason;
+      this.#toFailed(entry, reason, now);
     }
     this.#serveWaiters();
     return entry.handle;

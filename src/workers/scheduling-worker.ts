@@ -15,7 +15,6 @@ import {
   InvalidPlanError,
   InvalidStateError,
   PlanAttemptsExhaustedError,
-  UnknownSchedulerError,
   type TickpoolError,
 } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
@@ -293,11 +292,8 @@ export class SchedulingWorker implements StartObserver {
   }
 
   async #process(evaluation: Evaluation, token: string): Promise<void> {
-    const { pool, slots, types, metrics } = this.#deps;
-    if (!types.includes(evaluation.type)) {
-      this.#fail(evaluation, token, new UnknownSchedulerError(evaluation.type, types));
-      return;
-    }
+    // Only the registered `types` are dequeued, and the broker fails any other type at enqueue (`knownTypes`).
+    const { pool, slots, metrics } = this.#deps;
     this.#current = { evaluation, token, generation: -1, heartbeatsSeen: 0, startedAt: undefined };
     let minIndex = evaluation.modifyIndex ?? 0;
     try {
