@@ -21,8 +21,10 @@ import { PlanApplier } from './state/plan-applier.js';
 import { StateStore } from './state/state-store.js';
 import { SchedulingWorker } from './workers/scheduling-worker.js';
 import { WorkerMetrics } from './workers/worker-metrics.js';
-import type { WorkerActivityValue, WorkerStatusValue } from './workers/worker-status.js';
-import { WorkerView, type EngineWorker } from './workers/worker-view.js';
+import { WorkerSet, type WorkerInfo } from './workers/worker-set.js';
+import type { EngineWorker } from './workers/worker-view.js';
+
+export type { WorkerInfo } from './workers/worker-set.js';
 
 export const EngineState = Object.freeze({
   CREATED: 'created',
@@ -40,14 +42,6 @@ export interface EngineEvents {
   'engine:thread-exit': ThreadExit;
   /** A pool thread started after `start()` could not load a registered module (at `start()`, it rejects instead). */
   'engine:module-error': { readonly threadIndex: number; readonly error: ModuleLoadError };
-}
-
-export interface WorkerInfo {
-  readonly id: number;
-  readonly status: WorkerStatusValue;
-  readonly activity: WorkerActivityValue;
-  readonly evaluationId: string | undefined;
-  readonly processed: number;
 }
 
 export interface EngineStats {
@@ -77,8 +71,7 @@ export class Engine {
   /** The scheduler `tasks` composes: its lifecycle is the engine's. */
   readonly #taskScheduler: TaskScheduler;
   readonly #pool: ThreadPool;
-  readonly #workers: SchedulingWorker[] = [];
-  #workerViews: readonly EngineWorker[] | undefined;
+  readonly #workers = new WorkerSet();
   #state: EngineStateValue = EngineState.CREATED;
   #stopping: Promise<void> | undefined;
   #startedAt: number | undefined;
@@ -105,18 +98,12 @@ export class Engine {
       registry: o.registry,
       // Only registered types are ever executed: the broker fails any other at enqueue.
       knownTypes: Object.keys(o.schedulers),
-      // A deadline counts from the start of the work, and a heartbeat written into the slot since the last look
-      // keeps a long scheduler from being redelivered.
-      extendNackDeadline: (id, token) => this.#holderOf(id, token)?.deadlineProgress(token) ?? false,
+      extendNackDeadline: this.#workers.extendNackDeadline,
       validatePayload: (payload) => {
         const fits = payloadFits(payload, o.maxPayloadBytes);
         if (fits === undefined) throw new InvalidEvaluationError('evaluation.payload', 'a structured-cloneable value', payload);
         if (fits !== true) throw new PayloadTooLargeError(fits, o.maxPayloadBytes);
       },
-    });
-    // A delivery whose deadline fired has been redelivered: ask its thread to stop working on the old one.
-    this.broker.events.on('broker:nack', ({ evaluation, token, timedOut }) => {
-      if (timedOut) this.#holderOf(evaluation.id, token)?.cancelCurrent();
     });
     this.#pool = new ThreadPool({
       minThreads: o.threads.min,
@@ -149,32 +136,31 @@ export class Engine {
     this.#taskScheduler = taskSchedulerOf(this.tasks);
     const metrics = new WorkerMetrics(o.registry);
     const types = Object.keys(o.schedulers);
-    for (let id = 0; id < o.workers; id++) {
-      this.#workers.push(
-        new SchedulingWorker({
-          id,
-          broker: this.broker,
-          pool: this.#pool,
-          applier: this.plans,
-          state: this.state,
-          slots: this.slots,
-          clock: o.clock,
-          logger,
-          metrics,
-          backoff: new Backoff(o.backoff, { clock: o.clock }),
-          types,
-          dequeueTimeoutMs: o.dequeueTimeoutMs,
-          syncLimitMs: o.syncLimitMs,
-          maxPlanAttempts: o.maxPlanAttempts,
-          abortLost: (id, cause) => this.#abort(id, cause),
-        }),
-      );
-    }
+    this.#workers.serve(this.broker, o.workers, (id, deliveries) =>
+      new SchedulingWorker({
+        id,
+        deliveries,
+        broker: this.broker,
+        pool: this.#pool,
+        applier: this.plans,
+        state: this.state,
+        slots: this.slots,
+        clock: o.clock,
+        logger,
+        metrics,
+        backoff: new Backoff(o.backoff, { clock: o.clock }),
+        types,
+        dequeueTimeoutMs: o.dequeueTimeoutMs,
+        syncLimitMs: o.syncLimitMs,
+        maxPlanAttempts: o.maxPlanAttempts,
+        abortLost: (id, cause) => this.#abort(id, cause),
+      }),
+    );
   }
 
   /** The scheduling workers, as read-only views (status, activity, the evaluation held, `pause()`/`resume()`). */
   get workers(): readonly EngineWorker[] {
-    return (this.#workerViews ??= Object.freeze(this.#workers.map((w) => new WorkerView(w))));
+    return this.#workers.views;
   }
 
   get status(): EngineStateValue {
@@ -206,10 +192,10 @@ export class Engine {
     // pool for good. start() resolves; the engine is stopped (or stopping), as its status says.
     if (this.#state !== EngineState.STARTING) return;
     this.#startedAt = performance.now();
-    for (const worker of this.#workers) void worker.start();
+    this.#workers.start();
     this.#taskScheduler.start();
     this.#state = EngineState.RUNNING;
-    this.events.emit('engine:start', { threads: this.#pool.threadCount, workers: this.#workers.length });
+    this.events.emit('engine:start', { threads: this.#pool.threadCount, workers: this.#workers.size });
   }
 
   /**
@@ -258,7 +244,7 @@ export class Engine {
       throw new InvalidArgumentError('evaluationId', 'a non-empty string', evaluationId);
     }
     const token = this.broker.outstanding(evaluationId);
-    return token === undefined ? false : (this.#holderOf(evaluationId, token)?.cancelCurrent() ?? false);
+    return token === undefined ? false : this.#workers.cancel(evaluationId, token);
   }
 
   /**
@@ -274,29 +260,15 @@ export class Engine {
     }
     const token = this.broker.outstanding(evaluationId)!;
     // No worker holding it: a caller of `engine.broker` dequeued it, and decides with the token it holds.
-    this.#holderOf(evaluationId, token)?.abortCurrent(token, cause);
-  }
-
-  /**
-   * The worker holding this delivery of the evaluation. By token as well as id: after a nack deadline fires, the
-   * worker with the old delivery keeps it until its thread lets go while another already runs the redelivery.
-   * A scan rather than an id → worker map: cancels and deadline extensions are rare, and keeping a map current cost
-   * two map writes on every evaluation's hot path.
-   */
-  #holderOf(evaluationId: string, token: string): SchedulingWorker | undefined {
-    for (const worker of this.#workers) {
-      const current = worker.current;
-      if (current !== undefined && current.token === token && current.evaluation.id === evaluationId) return worker;
-    }
-    return undefined;
+    this.#workers.abort(evaluationId, token, cause);
   }
 
   pauseWorkers(): void {
-    for (const worker of this.#workers) worker.pause();
+    this.#workers.pause();
   }
 
   resumeWorkers(): void {
-    for (const worker of this.#workers) worker.resume();
+    this.#workers.resume();
   }
 
   stats(): EngineStats {
@@ -304,13 +276,7 @@ export class Engine {
       state: this.#state,
       broker: this.broker.stats(),
       pool: this.#pool.stats(),
-      workers: this.#workers.map((w) => ({
-        id: w.id,
-        status: w.status,
-        activity: w.activity,
-        evaluationId: w.current?.evaluation.id,
-        processed: w.processed,
-      })),
+      workers: this.#workers.infos(),
       plans: { queueDepth: this.plans.depth, stateIndex: this.state.index },
       tasks: this.tasks.stats(),
       slots: { allocated: this.slots.allocated, bytes: this.slots.byteLength },
@@ -379,7 +345,7 @@ export class Engine {
     // One deadline for everything in hand: the task runs do not get a second grace period after the evaluations.
     const clock = this.options.clock;
     const deadline = clock.now() + graceMs;
-    const workersDone = Promise.all(this.#workers.map((w) => w.stop()));
+    const workersDone = this.#workers.stop();
     // Runs in flight are canceled at once (they end `canceled` and are logged); cooperative handlers stop within
     // microseconds, others are terminated with their thread after the grace period below.
     let tasksStopped = false;
@@ -389,7 +355,7 @@ export class Engine {
     let forced = false;
     if (!(await withinGrace(workersDone, graceMs, this.options.clock))) {
       forced = true;
-      for (const worker of this.#workers) worker.cancelCurrent();
+      this.#workers.cancelAll();
       // Cooperative schedulers stop within microseconds; give them a moment, then take the threads down.
       if (!(await withinGrace(workersDone, Math.min(100, this.options.cancelGraceMs), this.options.clock))) {
         await this.#pool.stop({ force: true });
@@ -406,9 +372,7 @@ export class Engine {
     this.plans.stop();
     this.#state = EngineState.STOPPED;
     this.#giveUpOutcomes();
-    let requeued = 0;
-    for (const worker of this.#workers) requeued += worker.givenBack;
-    this.events.emit('engine:stop', { requeued, forced });
+    this.events.emit('engine:stop', { requeued: this.#workers.givenBack, forced });
   }
 }
 

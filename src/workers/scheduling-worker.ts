@@ -50,6 +50,14 @@ export interface WorkerDeps {
    * back to the broker): the abort must reach the evaluation wherever it is now.
    */
   readonly abortLost?: (evaluationId: string, cause: unknown) => void;
+  /** Told of each delivery the worker takes and lets go of (the engine's `WorkerSet` finds holders by token). */
+  readonly deliveries?: DeliveryIndex;
+}
+
+/** Told by a worker when it takes a delivery and when it lets go of it. */
+export interface DeliveryIndex {
+  held(token: string, worker: SchedulingWorker): void;
+  released(token: string): void;
 }
 
 /** The delivery a worker holds right now. */
@@ -295,6 +303,7 @@ export class SchedulingWorker implements StartObserver {
     // Only the registered `types` are dequeued, and the broker fails any other type at enqueue (`knownTypes`).
     const { pool, slots, metrics } = this.#deps;
     this.#current = { evaluation, token, generation: -1, heartbeatsSeen: 0, startedAt: undefined };
+    this.#deps.deliveries?.held(token, this);
     let minIndex = evaluation.modifyIndex ?? 0;
     try {
       for (let attempt = 1; ; attempt++) {
@@ -403,6 +412,7 @@ export class SchedulingWorker implements StartObserver {
     } finally {
       this.#processed++;
       this.#current = undefined;
+      this.#deps.deliveries?.released(token);
       this.#activity = WorkerActivity.IDLE;
     }
   }
