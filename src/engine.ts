@@ -6,58 +6,25 @@ import { Backoff } from './backoff.js';
 import { EvalBroker } from './broker/eval-broker.js';
 import { FAILED_QUEUE, type EvaluationInput } from './broker/evaluation.js';
 import type { EvaluationHandle, EvaluationOutcome } from './broker/outcome-waiters.js';
-import type { BrokerStats } from './broker/eval-broker.js';
 import { AbortWatch, runSignal, type RunOptions } from './engine-run.js';
-import { AbortedError, InvalidArgumentError, InvalidEvaluationError, InvalidStateError, PayloadTooLargeError, type ModuleLoadError } from './errors.js';
+import { AbortedError, InvalidArgumentError, InvalidStateError } from './errors.js';
 import { TypedEmitter } from './events.js';
-import { payloadFits } from './payload-size.js';
+import { payloadValidator } from './payload-size.js';
 import { resolveEngineOptions, type EngineOptions, type ResolvedEngineOptions } from './options.js';
-import { ThreadPool, type ThreadExit, type ThreadPoolStats } from './pool/thread-pool.js';
+import { ThreadPool } from './pool/thread-pool.js';
 import { SlotTable } from './slots/slot-table.js';
 import { EngineTasks, taskSchedulerOf } from './tasks/engine-tasks.js';
 import type { TaskScheduler } from './tasks/task-scheduler.js';
-import type { TaskSchedulerStats } from './tasks/scheduler-state.js';
 import { PlanApplier } from './state/plan-applier.js';
 import { StateStore } from './state/state-store.js';
 import { SchedulingWorker } from './workers/scheduling-worker.js';
 import { WorkerMetrics } from './workers/worker-metrics.js';
-import { WorkerSet, type WorkerInfo } from './workers/worker-set.js';
+import { WorkerSet } from './workers/worker-set.js';
 import type { EngineWorker } from './workers/worker-view.js';
+import { EngineState, type EngineEvents, type EngineStateValue, type EngineStats, type StopOptions } from './engine-types.js';
+import { stopGraceMs, withinGrace } from './engine-stop.js';
 
-export type { WorkerInfo } from './workers/worker-set.js';
-
-export const EngineState = Object.freeze({
-  CREATED: 'created',
-  STARTING: 'starting',
-  RUNNING: 'running',
-  STOPPING: 'stopping',
-  STOPPED: 'stopped',
-});
-export type EngineStateValue = (typeof EngineState)[keyof typeof EngineState];
-
-export interface EngineEvents {
-  'engine:start': { readonly threads: number; readonly workers: number };
-  'engine:stop': { readonly requeued: number; readonly forced: boolean };
-  /** A pool thread ended unexpectedly; the items it held were accounted for (redelivered or failed). */
-  'engine:thread-exit': ThreadExit;
-  /** A pool thread started after `start()` could not load a registered module (at `start()`, it rejects instead). */
-  'engine:module-error': { readonly threadIndex: number; readonly error: ModuleLoadError };
-}
-
-export interface EngineStats {
-  readonly state: EngineStateValue;
-  readonly broker: BrokerStats;
-  readonly pool: ThreadPoolStats;
-  readonly workers: readonly WorkerInfo[];
-  readonly plans: { readonly queueDepth: number; readonly stateIndex: number };
-  readonly tasks: TaskSchedulerStats;
-  readonly slots: { readonly allocated: number; readonly bytes: number };
-}
-
-export interface StopOptions {
-  /** How long evaluations in hand may take to finish before they are canceled and given back, ms. Default 5000. */
-  readonly graceMs?: number;
-}
+export { EngineState, type EngineEvents, type EngineStateValue, type EngineStats, type StopOptions, type WorkerInfo } from './engine-types.js';
 
 export class Engine {
   readonly options: ResolvedEngineOptions;
@@ -99,11 +66,7 @@ export class Engine {
       // Only registered types are ever executed: the broker fails any other at enqueue.
       knownTypes: Object.keys(o.schedulers),
       extendNackDeadline: this.#workers.extendNackDeadline,
-      validatePayload: (payload) => {
-        const fits = payloadFits(payload, o.maxPayloadBytes);
-        if (fits === undefined) throw new InvalidEvaluationError('evaluation.payload', 'a structured-cloneable value', payload);
-        if (fits !== true) throw new PayloadTooLargeError(fits, o.maxPayloadBytes);
-      },
+      validatePayload: payloadValidator(o.maxPayloadBytes),
     });
     this.#pool = new ThreadPool({
       minThreads: o.threads.min,
@@ -374,30 +337,6 @@ export class Engine {
     this.#giveUpOutcomes();
     this.events.emit('engine:stop', { requeued: this.#workers.givenBack, forced });
   }
-}
-
-/** `stop()`'s grace period, validated: bad options reject the call and leave the engine as it was. */
-function stopGraceMs(options: unknown): number {
-  if (options === undefined) return 5_000;
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
-    throw new InvalidArgumentError('options', 'an object like { graceMs } or undefined', options);
-  }
-  for (const key of Object.keys(options)) {
-    if (key !== 'graceMs') throw new InvalidArgumentError(`options.${key}`, 'no such option (stop takes { graceMs })', (options as Record<string, unknown>)[key]);
-  }
-  const graceMs = (options as { graceMs?: unknown }).graceMs;
-  if (graceMs === undefined) return 5_000;
-  if (typeof graceMs !== 'number' || !(graceMs >= 0)) throw new InvalidArgumentError('graceMs', 'a number of ms >= 0', graceMs);
-  return graceMs;
-}
-
-/** Resolves true if `work` settles within `ms` on the clock, false otherwise. */
-async function withinGrace(work: Promise<unknown>, ms: number, clock: ResolvedEngineOptions['clock']): Promise<boolean> {
-  let timer: ReturnType<typeof clock.setTimer> | undefined;
-  const timeout = new Promise<false>((resolve) => (timer = clock.setTimer(() => resolve(false), ms)));
-  const result = await Promise.race([work.then(() => true as const), timeout]);
-  if (timer !== undefined) clock.clearTimer(timer);
-  return result;
 }
 
 /** Creates an engine (validating every option with typed errors); call `start()` to run it. */
