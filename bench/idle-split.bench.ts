@@ -147,7 +147,7 @@ async function poolRound(round: Round, busyUs: number): Promise<void> {
     await sampleLoop(round, stamps, async (i, index) => {
       const generation = slots.claim(slot);
       const evaluation = { id: `s${i}`, jobId: `s${i}`, type: 'stamp', priority: 50, modifyIndex: 0, payload: { stamps, index } };
-      const outcome = pool.dispatch({ kind: 'eval', seq: 0, slot, generation, attempt: 1, evaluation, minIndex: 0, syncLimitMs: 5000 });
+      const outcome = pool.dispatch({ kind: 'eval', slot, generation, attempt: 1, evaluation, minIndex: 0, syncLimitMs: 5000 });
       if (busyUs > 0) for (const end = nowUs() + busyUs; nowUs() < end; );
       const settled = await outcome;
       slots.finish(slot, generation);

@@ -25,7 +25,7 @@ import type { TaskInput } from '../src/tasks/task.js';
 import { TaskScheduler } from '../src/tasks/task-scheduler.js';
 import { instantExecutor } from './lib/executors.js';
 import { Latency, nowUs } from './lib/latency.js';
-import type { TasksBenchResult } from './tasks.bench.js';
+import type { TasksBenchResult } from './lib/tasks-result.js';
 
 type LagKind = 'pool' | 'in-process';
 /** Set in a child process: which measurement it makes, and for how long. */

@@ -30,20 +30,7 @@ import { RunStatus } from '../src/tasks/types.js';
 import { instantExecutor, neverExecutor } from './lib/executors.js';
 import { Latency, round } from './lib/latency.js';
 import { runScheduleLag } from './schedule-lag.bench.js';
-
-export interface TasksBenchResult {
-  /** Stable id for floors and JSON consumers (`tasks.tick-vs-scan` is the one the CI floor reads). */
-  readonly id: string;
-  readonly name: string;
-  readonly opsPerSec?: number;
-  readonly ratio?: number;
-  readonly baseline?: string;
-  readonly p50Us?: number;
-  readonly p99Us?: number;
-  /** Heap bytes per idle claimed task (the claim benchmark), or per retained run (the run-log benchmark). */
-  readonly bytesPerTask?: number;
-  readonly notes?: string;
-}
+import type { TasksBenchResult } from './lib/tasks-result.js';
 
 const START = Date.UTC(2026, 0, 1);
 const logger = createDefaultLogger('tickpool-bench');

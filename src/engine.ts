@@ -6,64 +6,25 @@ import { Backoff } from './backoff.js';
 import { EvalBroker } from './broker/eval-broker.js';
 import { FAILED_QUEUE, type EvaluationInput } from './broker/evaluation.js';
 import type { EvaluationHandle, EvaluationOutcome } from './broker/outcome-waiters.js';
-import type { Clock } from './clock.js';
-import type { BrokerStats } from './broker/eval-broker.js';
 import { AbortWatch, runSignal, type RunOptions } from './engine-run.js';
-import { AbortedError, InvalidArgumentError, InvalidEvaluationError, InvalidStateError, PayloadTooLargeError, UnknownSchedulerError, type ModuleLoadError } from './errors.js';
+import { AbortedError, InvalidArgumentError, InvalidStateError } from './errors.js';
 import { TypedEmitter } from './events.js';
-import { payloadFits } from './payload-size.js';
+import { payloadValidator } from './payload-size.js';
 import { resolveEngineOptions, type EngineOptions, type ResolvedEngineOptions } from './options.js';
-import { ThreadPool, type ThreadExit, type ThreadPoolStats } from './pool/thread-pool.js';
+import { ThreadPool } from './pool/thread-pool.js';
 import { SlotTable } from './slots/slot-table.js';
 import { EngineTasks, taskSchedulerOf } from './tasks/engine-tasks.js';
-import type { TaskScheduler, TaskSchedulerStats } from './tasks/task-scheduler.js';
+import type { TaskScheduler } from './tasks/task-scheduler.js';
 import { PlanApplier } from './state/plan-applier.js';
 import { StateStore } from './state/state-store.js';
 import { SchedulingWorker } from './workers/scheduling-worker.js';
 import { WorkerMetrics } from './workers/worker-metrics.js';
-import type { WorkerActivityValue, WorkerStatusValue } from './workers/worker-status.js';
-import { WorkerView, type EngineWorker } from './workers/worker-view.js';
+import { WorkerSet } from './workers/worker-set.js';
+import type { EngineWorker } from './workers/worker-view.js';
+import { EngineState, type EngineEvents, type EngineStateValue, type EngineStats, type StopOptions } from './engine-types.js';
+import { stopGraceMs, withinGrace } from './engine-stop.js';
 
-export const EngineState = Object.freeze({
-  CREATED: 'created',
-  STARTING: 'starting',
-  RUNNING: 'running',
-  STOPPING: 'stopping',
-  STOPPED: 'stopped',
-});
-export type EngineStateValue = (typeof EngineState)[keyof typeof EngineState];
-
-export interface EngineEvents {
-  'engine:start': { readonly threads: number; readonly workers: number };
-  'engine:stop': { readonly requeued: number; readonly forced: boolean };
-  /** A pool thread ended unexpectedly; the items it held were accounted for (redelivered or failed). */
-  'engine:thread-exit': ThreadExit;
-  /** A pool thread started after `start()` could not load a registered module (at `start()`, it rejects instead). */
-  'engine:module-error': { readonly threadIndex: number; readonly error: ModuleLoadError };
-}
-
-export interface WorkerInfo {
-  readonly id: number;
-  readonly status: WorkerStatusValue;
-  readonly activity: WorkerActivityValue;
-  readonly evaluationId: string | undefined;
-  readonly processed: number;
-}
-
-export interface EngineStats {
-  readonly state: EngineStateValue;
-  readonly broker: BrokerStats;
-  readonly pool: ThreadPoolStats;
-  readonly workers: readonly WorkerInfo[];
-  readonly plans: { readonly queueDepth: number; readonly stateIndex: number };
-  readonly tasks: TaskSchedulerStats;
-  readonly slots: { readonly allocated: number; readonly bytes: number };
-}
-
-export interface StopOptions {
-  /** How long evaluations in hand may take to finish before they are canceled and given back, ms. Default 5000. */
-  readonly graceMs?: number;
-}
+export { EngineState, type EngineEvents, type EngineStateValue, type EngineStats, type StopOptions, type WorkerInfo } from './engine-types.js';
 
 export class Engine {
   readonly options: ResolvedEngineOptions;
@@ -77,12 +38,7 @@ export class Engine {
   /** The scheduler `tasks` composes: its lifecycle is the engine's. */
   readonly #taskScheduler: TaskScheduler;
   readonly #pool: ThreadPool;
-  readonly #workers: SchedulingWorker[] = [];
-  #workerViews: readonly EngineWorker[] | undefined;
-  /** Evaluations of unregistered types the broker still holds and has not failed yet: id → type. */
-  readonly #unknown = new Map<string, string>();
-  #unknownTimer: ReturnType<Clock['setTimer']> | undefined;
-  #sweepQueued = false;
+  readonly #workers = new WorkerSet();
   #state: EngineStateValue = EngineState.CREATED;
   #stopping: Promise<void> | undefined;
   #startedAt: number | undefined;
@@ -107,32 +63,10 @@ export class Engine {
       clock: o.clock,
       logger,
       registry: o.registry,
-      // A deadline counts from the start of the work, and a heartbeat written into the slot since the last look
-      // keeps a long scheduler from being redelivered.
-      extendNackDeadline: (id, token) => this.#holderOf(id, token)?.deadlineProgress(token) ?? false,
-      validatePayload: (payload) => {
-        const fits = payloadFits(payload, o.maxPayloadBytes);
-        if (fits === undefined) throw new InvalidEvaluationError('evaluation.payload', 'a structured-cloneable value', payload);
-        if (fits !== true) throw new PayloadTooLargeError(fits, o.maxPayloadBytes);
-      },
-    });
-    // A delivery whose deadline fired has been redelivered: ask its thread to stop working on the old one.
-    this.broker.events.on('broker:nack', ({ evaluation, token, timedOut }) => {
-      if (timedOut) this.#holderOf(evaluation.id, token)?.cancelCurrent();
-    });
-    // Only registered types are ever executed: an evaluation of any other type is failed as soon as it is ready.
-    // One that is not ready yet (delayed, or pending behind its job's evaluation in hand) is watched until it is.
-    // A delayed one is found by the periodic sweep once due: no timer of its own, so none outlives stop().
-    this.broker.events.on('broker:enqueue', ({ evaluation }) => {
-      if (Object.hasOwn(o.schedulers, evaluation.type) || evaluation.type === FAILED_QUEUE) return;
-      this.#unknown.set(evaluation.id, evaluation.type);
-      // One sweep per burst: a sweep looks at every watched evaluation.
-      if (this.#sweepQueued) return;
-      this.#sweepQueued = true;
-      queueMicrotask(() => {
-        this.#sweepQueued = false;
-        this.#sweepUnknown();
-      });
+      // Only registered types are ever executed: the broker fails any other at enqueue.
+      knownTypes: Object.keys(o.schedulers),
+      extendNackDeadline: this.#workers.extendNackDeadline,
+      validatePayload: payloadValidator(o.maxPayloadBytes),
     });
     this.#pool = new ThreadPool({
       minThreads: o.threads.min,
@@ -165,32 +99,31 @@ export class Engine {
     this.#taskScheduler = taskSchedulerOf(this.tasks);
     const metrics = new WorkerMetrics(o.registry);
     const types = Object.keys(o.schedulers);
-    for (let id = 0; id < o.workers; id++) {
-      this.#workers.push(
-        new SchedulingWorker({
-          id,
-          broker: this.broker,
-          pool: this.#pool,
-          applier: this.plans,
-          state: this.state,
-          slots: this.slots,
-          clock: o.clock,
-          logger,
-          metrics,
-          backoff: new Backoff(o.backoff, { clock: o.clock }),
-          types,
-          dequeueTimeoutMs: o.dequeueTimeoutMs,
-          syncLimitMs: o.syncLimitMs,
-          maxPlanAttempts: o.maxPlanAttempts,
-          abortLost: (id, cause) => this.#abort(id, cause),
-        }),
-      );
-    }
+    this.#workers.serve(this.broker, o.workers, (id, deliveries) =>
+      new SchedulingWorker({
+        id,
+        deliveries,
+        broker: this.broker,
+        pool: this.#pool,
+        applier: this.plans,
+        state: this.state,
+        slots: this.slots,
+        clock: o.clock,
+        logger,
+        metrics,
+        backoff: new Backoff(o.backoff, { clock: o.clock }),
+        types,
+        dequeueTimeoutMs: o.dequeueTimeoutMs,
+        syncLimitMs: o.syncLimitMs,
+        maxPlanAttempts: o.maxPlanAttempts,
+        abortLost: (id, cause) => this.#abort(id, cause),
+      }),
+    );
   }
 
   /** The scheduling workers, as read-only views (status, activity, the evaluation held, `pause()`/`resume()`). */
   get workers(): readonly EngineWorker[] {
-    return (this.#workerViews ??= Object.freeze(this.#workers.map((w) => new WorkerView(w))));
+    return this.#workers.views;
   }
 
   get status(): EngineStateValue {
@@ -222,10 +155,10 @@ export class Engine {
     // pool for good. start() resolves; the engine is stopped (or stopping), as its status says.
     if (this.#state !== EngineState.STARTING) return;
     this.#startedAt = performance.now();
-    for (const worker of this.#workers) void worker.start();
+    this.#workers.start();
     this.#taskScheduler.start();
     this.#state = EngineState.RUNNING;
-    this.events.emit('engine:start', { threads: this.#pool.threadCount, workers: this.#workers.length });
+    this.events.emit('engine:start', { threads: this.#pool.threadCount, workers: this.#workers.size });
   }
 
   /**
@@ -274,7 +207,7 @@ export class Engine {
       throw new InvalidArgumentError('evaluationId', 'a non-empty string', evaluationId);
     }
     const token = this.broker.outstanding(evaluationId);
-    return token === undefined ? false : (this.#holderOf(evaluationId, token)?.cancelCurrent() ?? false);
+    return token === undefined ? false : this.#workers.cancel(evaluationId, token);
   }
 
   /**
@@ -290,29 +223,15 @@ export class Engine {
     }
     const token = this.broker.outstanding(evaluationId)!;
     // No worker holding it: a caller of `engine.broker` dequeued it, and decides with the token it holds.
-    this.#holderOf(evaluationId, token)?.abortCurrent(token, cause);
-  }
-
-  /**
-   * The worker holding this delivery of the evaluation. By token as well as id: after a nack deadline fires, the
-   * worker with the old delivery keeps it until its thread lets go while another already runs the redelivery.
-   * A scan rather than an id → worker map: cancels and deadline extensions are rare, and keeping a map current cost
-   * two map writes on every evaluation's hot path.
-   */
-  #holderOf(evaluationId: string, token: string): SchedulingWorker | undefined {
-    for (const worker of this.#workers) {
-      const current = worker.current;
-      if (current !== undefined && current.token === token && current.evaluation.id === evaluationId) return worker;
-    }
-    return undefined;
+    this.#workers.abort(evaluationId, token, cause);
   }
 
   pauseWorkers(): void {
-    for (const worker of this.#workers) worker.pause();
+    this.#workers.pause();
   }
 
   resumeWorkers(): void {
-    for (const worker of this.#workers) worker.resume();
+    this.#workers.resume();
   }
 
   stats(): EngineStats {
@@ -320,55 +239,11 @@ export class Engine {
       state: this.#state,
       broker: this.broker.stats(),
       pool: this.#pool.stats(),
-      workers: this.#workers.map((w) => ({
-        id: w.id,
-        status: w.status,
-        activity: w.activity,
-        evaluationId: w.current?.evaluation.id,
-        processed: w.processed,
-      })),
+      workers: this.#workers.infos(),
       plans: { queueDepth: this.plans.depth, stateIndex: this.state.index },
       tasks: this.tasks.stats(),
       slots: { allocated: this.slots.allocated, bytes: this.slots.byteLength },
     };
-  }
-
-  /**
-   * Fails the watched evaluations of unregistered types that are ready. Those still delayed or pending behind their
-   * job (promoted to ready by an ack, with no event of their own) are looked at again every `dequeueTimeoutMs`
-   * while any remain; a timer runs only then.
-   */
-  #sweepUnknown(): void {
-    for (const [id, type] of this.#unknown) {
-      let info = this.broker.inspect(id);
-      if (info?.state === 'ready' && info.queue === type) {
-        this.#failUnknown(type);
-        info = this.broker.inspect(id);
-      }
-      if (info === undefined || info.queue === FAILED_QUEUE || info.state === 'cancelable') this.#unknown.delete(id);
-    }
-    if (this.#unknown.size === 0 || this.#unknownTimer !== undefined || this.#state === EngineState.STOPPED) return;
-    this.#unknownTimer = this.options.clock.setTimer(
-      () => {
-        this.#unknownTimer = undefined;
-        this.#sweepUnknown();
-      },
-      Math.max(1, this.options.dequeueTimeoutMs),
-      { unref: true },
-    );
-  }
-
-  #clearUnknownTimer(): void {
-    if (this.#unknownTimer !== undefined) this.options.clock.clearTimer(this.#unknownTimer);
-    this.#unknownTimer = undefined;
-  }
-
-  #failUnknown(type: string): void {
-    const known = Object.keys(this.options.schedulers);
-    for (let delivery = this.broker.tryDequeue([type]); delivery !== undefined; delivery = this.broker.tryDequeue([type])) {
-      this.options.logger.warn({ evalId: delivery.evaluation.id, type }, 'evaluation type has no registered scheduler');
-      this.broker.fail(delivery.evaluation.id, delivery.token, new UnknownSchedulerError(type, known));
-    }
   }
 
   /**
@@ -426,7 +301,6 @@ export class Engine {
       // Piscina starts the pool's threads when the engine is created: a never-started engine still owns them.
       await this.#pool.stop();
       this.plans.stop();
-      this.#clearUnknownTimer();
       this.#giveUpOutcomes();
       return;
     }
@@ -434,7 +308,7 @@ export class Engine {
     // One deadline for everything in hand: the task runs do not get a second grace period after the evaluations.
     const clock = this.options.clock;
     const deadline = clock.now() + graceMs;
-    const workersDone = Promise.all(this.#workers.map((w) => w.stop()));
+    const workersDone = this.#workers.stop();
     // Runs in flight are canceled at once (they end `canceled` and are logged); cooperative handlers stop within
     // microseconds, others are terminated with their thread after the grace period below.
     let tasksStopped = false;
@@ -444,7 +318,7 @@ export class Engine {
     let forced = false;
     if (!(await withinGrace(workersDone, graceMs, this.options.clock))) {
       forced = true;
-      for (const worker of this.#workers) worker.cancelCurrent();
+      this.#workers.cancelAll();
       // Cooperative schedulers stop within microseconds; give them a moment, then take the threads down.
       if (!(await withinGrace(workersDone, Math.min(100, this.options.cancelGraceMs), this.options.clock))) {
         await this.#pool.stop({ force: true });
@@ -459,37 +333,10 @@ export class Engine {
     await tasksDone;
     await this.#pool.stop({ force: forced });
     this.plans.stop();
-    this.#clearUnknownTimer();
     this.#state = EngineState.STOPPED;
     this.#giveUpOutcomes();
-    let requeued = 0;
-    for (const worker of this.#workers) requeued += worker.givenBack;
-    this.events.emit('engine:stop', { requeued, forced });
+    this.events.emit('engine:stop', { requeued: this.#workers.givenBack, forced });
   }
-}
-
-/** `stop()`'s grace period, validated: bad options reject the call and leave the engine as it was. */
-function stopGraceMs(options: unknown): number {
-  if (options === undefined) return 5_000;
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
-    throw new InvalidArgumentError('options', 'an object like { graceMs } or undefined', options);
-  }
-  for (const key of Object.keys(options)) {
-    if (key !== 'graceMs') throw new InvalidArgumentError(`options.${key}`, 'no such option (stop takes { graceMs })', (options as Record<string, unknown>)[key]);
-  }
-  const graceMs = (options as { graceMs?: unknown }).graceMs;
-  if (graceMs === undefined) return 5_000;
-  if (typeof graceMs !== 'number' || !(graceMs >= 0)) throw new InvalidArgumentError('graceMs', 'a number of ms >= 0', graceMs);
-  return graceMs;
-}
-
-/** Resolves true if `work` settles within `ms` on the clock, false otherwise. */
-async function withinGrace(work: Promise<unknown>, ms: number, clock: ResolvedEngineOptions['clock']): Promise<boolean> {
-  let timer: ReturnType<typeof clock.setTimer> | undefined;
-  const timeout = new Promise<false>((resolve) => (timer = clock.setTimer(() => resolve(false), ms)));
-  const result = await Promise.race([work.then(() => true as const), timeout]);
-  if (timer !== undefined) clock.clearTimer(timer);
-  return result;
 }
 
 /** Creates an engine (validating every option with typed errors); call `start()` to run it. */

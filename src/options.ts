@@ -13,7 +13,7 @@ import { InvalidOptionError } from './errors.js';
 import { createDefaultLogger, isLogger, type Logger } from './observability/logger.js';
 import { isRegistry, Registry } from './observability/metrics.js';
 import { assertKnownKeys, clockOption } from './option-checks.js';
-import type { ModuleRef } from './pool/messages.js';
+import type { ModuleRef } from './protocol/messages.js';
 import type { ResourceLimits } from './pool/thread-pool.js';
 import type { EvaluatePlan } from './state/types.js';
 
@@ -51,7 +51,7 @@ export interface EngineOptions {
    * Options of the evaluation broker (`clock`, `logger`, `registry` come from the engine).
    * @default `{ nackTimeoutMs: 60000, deliveryLimit: 3, initialNackDelayMs: 1000, subsequentNackDelayMs: 20000, random: Math.random }`
    */
-  readonly broker?: Omit<EvalBrokerOptions, 'clock' | 'logger' | 'registry' | 'extendNackDeadline' | 'validatePayload'>;
+  readonly broker?: Omit<EvalBrokerOptions, 'clock' | 'logger' | 'registry' | 'extendNackDeadline' | 'validatePayload' | 'knownTypes'>;
   /**
    * How long one dequeue waits before the worker checks for shutdown, ms.
    * @default 500
@@ -278,7 +278,7 @@ const knownKeys: readonly string[] = [
   'logger', 'registry', 'clock',
 ];
 
-/** What `broker` may set: the engine supplies the broker's clock, logger, registry and its two hooks itself. */
+/** What `broker` may set: the engine supplies the broker's clock, logger, registry, its two hooks and its known types itself. */
 const brokerKeys: readonly string[] = ['nackTimeoutMs', 'deliveryLimit', 'initialNackDelayMs', 'subsequentNackDelayMs', 'random'];
 
 /** Validates `createEngine` options (typed errors naming the option) and fills in every default. */

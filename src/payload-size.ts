@@ -11,6 +11,7 @@
  */
 import { Serializer } from 'node:v8';
 import { types } from 'node:util';
+import { InvalidEvaluationError, PayloadTooLargeError } from './errors.js';
 
 class SizeSerializer extends Serializer {
   #shared = 0;
@@ -156,4 +157,13 @@ function isIndexBelow(key: string, length: number): boolean {
     n = n * 10 + c;
   }
   return n < length;
+}
+
+/** The broker's `validatePayload` for a size limit: structured-cloneable and at most `maxBytes` once serialized. */
+export function payloadValidator(maxBytes: number): (payload: unknown) => void {
+  return (payload) => {
+    const fits = payloadFits(payload, maxBytes);
+    if (fits === undefined) throw new InvalidEvaluationError('evaluation.payload', 'a structured-cloneable value', payload);
+    if (fits !== true) throw new PayloadTooLargeError(fits, maxBytes);
+  };
 }

@@ -4,7 +4,7 @@
  * hash trie vs copy-on-write Map).
  */
 import type { BenchResult } from './types.js';
-import type { TasksBenchResult } from '../tasks.bench.js';
+import type { TasksBenchResult } from './tasks-result.js';
 
 /** What broker, schedule and state benches return. */
 export interface PlainResult {

@@ -1,5 +1,4 @@
-import type { EvaluationState } from './eval-broker.js';
-import type { Evaluation } from './evaluation.js';
+import type { Evaluation, EvaluationState } from './evaluation.js';
 
 /**
  * Events of `EvalBroker.events`, named `broker:<verb>`. Payloads are built only when someone listens, so the hot

@@ -36,6 +36,12 @@ export interface EvalBrokerOptions {
    * serialization here, so that every enqueue — through the engine or its broker — is held to both.
    */
   readonly validatePayload?: (payload: unknown) => void;
+  /**
+   * The evaluation types anything will ever run. An evaluation of another type is failed where it is admitted, at
+   * `enqueue`: it goes to `_failed` with `UnknownSchedulerError` (its `done` rejects; `enqueue` still returns its
+   * handle). Default: every type is admitted. The engine passes its registered schedulers' names.
+   */
+  readonly knownTypes?: Iterable<string>;
 }
 
 /** `true`: progress now; a number: the time of the last progress (deadline = it + `nackTimeoutMs`); `false`: nack. */
@@ -52,6 +58,8 @@ export interface ResolvedEvalBrokerOptions {
   readonly random: () => number;
   readonly extendNackDeadline: ExtendNackDeadline | undefined;
   readonly validatePayload: ((payload: unknown) => void) | undefined;
+  /** Undefined: every type is admitted. */
+  readonly knownTypes: ReadonlySet<string> | undefined;
 }
 
 /** The numeric defaults, in one place (the README's options table quotes these). */
@@ -71,7 +79,7 @@ export function resolveEvalBrokerOptions(options: unknown): ResolvedEvalBrokerOp
   const o = options as Record<string, unknown>;
   assertKnownKeys('broker', o, [
     'nackTimeoutMs', 'deliveryLimit', 'initialNackDelayMs', 'subsequentNackDelayMs', 'clock', 'logger', 'registry', 'random',
-    'extendNackDeadline', 'validatePayload',
+    'extendNackDeadline', 'validatePayload', 'knownTypes',
   ]);
   const number = (key: keyof typeof evalBrokerDefaults, check: (n: number) => boolean, expected: string): number => {
     const value = o[key] ?? evalBrokerDefaults[key];
@@ -103,6 +111,7 @@ export function resolveEvalBrokerOptions(options: unknown): ResolvedEvalBrokerOp
   }
   return {
     validatePayload: validatePayload as ResolvedEvalBrokerOptions['validatePayload'],
+    knownTypes: knownTypesOption(o['knownTypes']),
     nackTimeoutMs,
     deliveryLimit,
     initialNackDelayMs,
@@ -113,4 +122,18 @@ export function resolveEvalBrokerOptions(options: unknown): ResolvedEvalBrokerOp
     random: random as () => number,
     extendNackDeadline: extend as ResolvedEvalBrokerOptions['extendNackDeadline'],
   };
+}
+
+function knownTypesOption(value: unknown): ReadonlySet<string> | undefined {
+  if (value === undefined) return undefined;
+  const expected = 'an iterable of evaluation type names (non-empty strings), or undefined';
+  if (value === null || typeof value !== 'object' || typeof (value as { [Symbol.iterator]?: unknown })[Symbol.iterator] !== 'function') {
+    throw new InvalidOptionError('broker.knownTypes', expected, value);
+  }
+  const types = new Set<string>();
+  for (const type of value as Iterable<unknown>) {
+    if (typeof type !== 'string' || type === '') throw new InvalidOptionError('broker.knownTypes', expected, type);
+    types.add(type);
+  }
+  return types;
 }

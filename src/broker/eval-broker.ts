@@ -9,6 +9,7 @@ import {
   NackTimeoutReachedError,
   SupersededError,
   TokenMismatchError,
+  UnknownSchedulerError,
 } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import { childLogger, type Logger } from '../observability/logger.js';
@@ -18,7 +19,7 @@ import type { BrokerEvents } from './broker-events.js';
 import { brokerMetricsHub, type BrokerGaugeSnapshot, type BrokerMetricsHub } from './broker-metrics.js';
 import { resolveEvalBrokerOptions, type EvalBrokerOptions, type ResolvedEvalBrokerOptions } from './broker-options.js';
 import { DeadlineQueue, type DeadlineNode } from './deadline-queue.js';
-import { assertEvaluation, FAILED_QUEUE, nackDelayMs, withEvaluationDefaults, type Evaluation, type EvaluationInput } from './evaluation.js';
+import { assertEvaluation, FAILED_QUEUE, nackDelayMs, withEvaluationDefaults, type Evaluation, type EvaluationInput, type EvaluationState } from './evaluation.js';
 import type { AckResult, EvaluationHandle } from './outcome-waiters.js';
 import { PriorityHeap } from './priority-heap.js';
 
@@ -41,8 +42,6 @@ export interface SchedulerStats {
 export interface BrokerStats extends BrokerGaugeSnapshot {
   readonly byScheduler: Readonly<Record<string, SchedulerStats>>;
 }
-
-export type EvaluationState = 'ready' | 'pending' | 'unacked' | 'waiting' | 'failed' | 'cancelable';
 
 /** Where one evaluation is, for diagnostics and tests (`EvalBroker.inspect`). */
 export interface EvaluationInfo {
@@ -256,8 +255,13 @@ export class EvalBroker {
     let due = Number.NEGATIVE_INFINITY;
     if (evaluation.wait !== undefined && evaluation.wait > 0) due = now + evaluation.wait;
     if (evaluation.waitUntil !== undefined && evaluation.waitUntil > due) due = evaluation.waitUntil;
-    const delayed = due > now;
-    if (delayed) {
+    const known = this.#options.knownTypes;
+    // Nothing would ever run a type outside `knownTypes`: failed here, once, instead of waiting to be ready.
+    const unknown = known !== undefined && !known.has(evaluation.type) && evaluation.type !== FAILED_QUEUE;
+    const delayed = !unknown && due > now;
+    if (unknown) {
+      // Failed below, once broker:enqueue has told of it.
+    } else if (delayed) {
       entry.state = EntryState.Waiting;
       this.#totalWaiting++;
       this.#deadlines.schedule(entry, due);
@@ -269,6 +273,11 @@ export class EvalBroker {
     }
     if (this.#events.hasListeners('broker:enqueue')) {
       this.#events.emit('broker:enqueue', { evaluation, delayedUntil: delayed ? due : undefined });
+    }
+    if (unknown) {
+      const reason = new UnknownSchedulerError(evaluation.type, [...known!]);
+      entry.lastReason = reason;
+      this.#toFailed(entry, reason, now);
     }
     this.#serveWaiters();
     return entry.handle;

@@ -41,6 +41,9 @@ export interface Evaluation extends EvaluationInput {
 }
 
 /** What an evaluation's absent fields become (the id is a random UUID, the job id the evaluation's id). */
+/** Where an evaluation is in the broker (`EvalBroker.inspect`, `broker:remove`). */
+export type EvaluationState = 'ready' | 'pending' | 'unacked' | 'waiting' | 'failed' | 'cancelable';
+
 export const evaluationDefaults = Object.freeze({ priority: 50 });
 
 /** Name of the dead-letter queue. Dequeue it like any scheduler type. */

@@ -1,11 +1,11 @@
 /**
  * The main-thread end of the pool threads' log channels: each record a thread posts is written through a child of
- * the user's logger with `thread` bound (see `thread-log-protocol.ts`), so lines from pool threads go where the
+ * the user's logger with `thread` bound (see `protocol/thread-log.ts`), so lines from pool threads go where the
  * user's own lines go, filtered, redacted and serialized the same way.
  */
 import { MessageChannel, receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import { boundKeys, childLogger, type Logger } from './logger.js';
-import { LEVEL_WORD, threadLevelFor, type ThreadLogInit, type ThreadLogRecord } from './thread-log-protocol.js';
+import { LEVEL_WORD, threadLevelFor, type ThreadLogInit, type ThreadLogRecord } from '../protocol/thread-log.js';
 
 export interface ThreadLog {
   /** What the thread gets in its `ThreadInit` (its port must be in the transfer list). */
@@ -17,7 +17,7 @@ export interface ThreadLog {
 export class ThreadLogSink {
   readonly #logger: Logger;
   readonly #open = new Set<MessagePort>();
-  /** The threads' threshold (see thread-log-protocol.ts), shared by every thread of the pool. */
+  /** The threads' threshold (see protocol/thread-log.ts), shared by every thread of the pool. */
   readonly #level = new Int32Array(new SharedArrayBuffer(4));
   /**
    * pino emits `level-change` to every logger of a family (children share their root's listeners), so any change

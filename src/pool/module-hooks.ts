@@ -15,7 +15,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import type { ModuleRef } from './messages.js';
+import type { ModuleRef } from '../protocol/messages.js';
 
 const PRELOAD_FLAGS: ReadonlySet<string> = new Set(['--import', '--loader', '--experimental-loader']);
 

@@ -51,11 +51,11 @@ import type { SlotTable } from '../slots/slot-table.js';
 import type { StateStore } from '../state/state-store.js';
 import type { ChangeSet } from '../state/types.js';
 import { CostModel, type CostEstimate } from './cost-model.js';
-import type { EvalItem, ItemOutcome, MainToThread, ModuleLoadFailure, ModuleRef, RunItem, ThreadInit, ThreadToMain, WorkItem } from './messages.js';
-import { assertNever, isResultMessage } from './messages.js';
+import type { ItemOutcome, MainToThread, ModuleLoadFailure, ModuleRef, ResultMessage, SequencedItem, ThreadInit, ThreadToMain, WorkItem } from '../protocol/messages.js';
+import { assertNever, isResultMessage } from '../protocol/messages.js';
 import { threadModuleHooks } from './module-hooks.js';
-import { ThreadBoard } from './thread-board.js';
-import { encodeWork, forEachResult, type ResultMessage } from './wire.js';
+import { ThreadBoard } from '../protocol/thread-board.js';
+import { encodeWork, forEachResult } from '../protocol/wire.js';
 
 export type Outcome =
   | { readonly status: 'ok'; readonly value: unknown; readonly waitedMs: number }
@@ -63,9 +63,6 @@ export type Outcome =
   | { readonly status: 'canceled' }
   /** The thread died with the item on it. */
   | { readonly status: 'lost'; readonly error: TickpoolError };
-
-/** An item to dispatch; its `seq` is overwritten by the pool (callers pass 0), which saves a copy per item. */
-export type ItemRequest = EvalItem | RunItem;
 
 /** Told when the dispatched item was seen to start on a thread. */
 export interface StartObserver {
@@ -136,7 +133,9 @@ export interface ThreadExit {
 export const HOLD_BUDGET_MS = 2;
 
 /** One dispatched item on main, from `dispatch()` until it settles. */
-class Pending {
+/** The pool's record of one dispatched item (its `seq` is the pool's; the caller's item is never written). */
+class Pending implements SequencedItem {
+  readonly seq: number;
   readonly item: WorkItem;
   readonly resolve: (outcome: Outcome) => void;
   readonly observer: StartObserver | undefined;
@@ -154,7 +153,8 @@ class Pending {
   /** `performance.now()` when it was seen to start; NaN until then. */
   startedPerf = Number.NaN;
 
-  constructor(item: WorkItem, resolve: (outcome: Outcome) => void, observer: StartObserver | undefined, cost: CostEstimate) {
+  constructor(seq: number, item: WorkItem, resolve: (outcome: Outcome) => void, observer: StartObserver | undefined, cost: CostEstimate) {
+    this.seq = seq;
     this.item = item;
     this.resolve = resolve;
     this.observer = observer;
@@ -309,11 +309,10 @@ export class ThreadPool {
    * Sends an item to a thread; the promise settles exactly once, never rejects. `observer` is told when the item
    * is seen to start.
    */
-  dispatch(request: ItemRequest, observer?: StartObserver): Promise<Outcome> {
+  dispatch(item: WorkItem, observer?: StartObserver): Promise<Outcome> {
     return new Promise<Outcome>((resolve) => {
-      request.seq = ++this.#seq;
-      const cost = request.kind === 'eval' ? this.#costs.forEvaluation(request.evaluation.type) : this.#costs.forRun(request.handler);
-      const pending = new Pending(request, resolve, observer, cost);
+      const cost = item.kind === 'eval' ? this.#costs.forEvaluation(item.evaluation.type) : this.#costs.forRun(item.handler);
+      const pending = new Pending(++this.#seq, item, resolve, observer, cost);
       this.#dispatched++;
       if (this.#stopping) {
         this.#settle(pending, { status: 'lost', error: new ThreadExitedError('Expected a running pool, but it is stopping') });
@@ -674,7 +673,7 @@ export class ThreadPool {
   #settle(pending: Pending, outcome: Outcome): void {
     if (pending.settled) return;
     pending.settled = true;
-    const seq = pending.item.seq;
+    const seq = pending.seq;
     if (pending.holder !== undefined) {
       pending.holder.held.delete(seq);
       if (pending.moreHolders !== undefined) for (const channel of pending.moreHolders) channel.held.delete(seq);
@@ -845,25 +844,22 @@ export class ThreadPool {
       this.#options.clock.clearTimer(channel.idleTimer);
       channel.idleTimer = undefined;
     }
-    // One pass registers each item with the thread and collects what is sent.
-    const items = new Array<WorkItem>(batch.length);
     for (let i = 0; i < batch.length; i++) {
       const p = batch[i]!;
-      channel.held.set(p.item.seq, p);
+      channel.held.set(p.seq, p);
       p.addHolder(channel);
-      items[i] = p.item;
     }
     const changes = channel.changes;
     channel.changes = [];
     try {
-      this.#post(channel, encodeWork(changes, items));
+      this.#post(channel, encodeWork(changes, batch));
     } catch {
       // Something in the batch cannot be cloned; send the commits alone, then each item alone, failing only the
       // items that cannot cross.
       if (changes.length > 0) this.#post(channel, encodeWork(changes, []));
       for (const p of batch) {
         try {
-          this.#post(channel, encodeWork([], [p.item]));
+          this.#post(channel, encodeWork([], [p]));
         } catch (cloneError) {
           this.#settle(p, { status: 'error', error: uncloneableItemError(p.item, cloneError), retryable: false });
         }

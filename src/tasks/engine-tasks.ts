@@ -18,7 +18,8 @@ import { MemoryRunLog } from './memory-run-log.js';
 import { PoolExecutor } from './pool-executor.js';
 import type { TaskSchedulerEvents } from './scheduler-events.js';
 import type { Task, TaskInput, TaskMeta } from './task.js';
-import { TaskScheduler, type SchedulerStateValue, type TaskSchedulerStats, type TaskStats } from './task-scheduler.js';
+import { TaskScheduler } from './task-scheduler.js';
+import type { SchedulerStateValue, TaskSchedulerStats, TaskStats } from './scheduler-state.js';
 import type { ForcedRun } from './types.js';
 
 export interface EngineTasksOptions {

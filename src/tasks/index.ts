@@ -1,7 +1,8 @@
 // `tickpool/tasks`: InfluxDB's task scheduler as a building block, with its store, run log and executor interfaces,
 // for those who compose their own (a durable store, a remote executor). The engine's `engine.tasks` is one of these
 // on the engine's pool.
-export { TaskScheduler, SchedulerState, type SchedulerStateValue, type TaskSchedulerStats, type TaskStats } from './task-scheduler.js';
+export { TaskScheduler } from './task-scheduler.js';
+export { SchedulerState, type SchedulerStateValue, type TaskSchedulerStats, type TaskStats } from './scheduler-state.js';
 export { taskSchedulerDefaults, type TaskSchedulerOptions } from './scheduler-options.js';
 export type { TaskSchedulerEvents } from './scheduler-events.js';
 export { MemoryDesiredState, type MemoryDesiredStateOptions, type TaskProgress } from './memory-desired-state.js';

@@ -45,7 +45,6 @@ export class PoolExecutor implements Executor {
     const started = context.started;
     const outcome = this.#pool.dispatch({
       kind: 'run',
-      seq: 0,
       slot: slot.slot,
       generation: slot.generation,
       attempt,

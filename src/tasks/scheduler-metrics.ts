@@ -1,7 +1,7 @@
 import type { Counter, Histogram, Registry } from 'prom-client';
 import { counter, histogram, latencyBucketsSeconds } from '../observability/metrics.js';
 import { addToSummedGauge } from '../observability/summed-gauge.js';
-import type { SchedulerStateValue, TaskSchedulerStats } from './task-scheduler.js';
+import type { SchedulerStateValue, TaskSchedulerStats } from './scheduler-state.js';
 import type { FinalRunStatus } from './types.js';
 
 /** Buckets for run durations, seconds: 1 ms to 1 hour. */

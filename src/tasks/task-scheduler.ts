@@ -9,19 +9,19 @@ import {
   RunNotYetDueError,
   TaskAlreadyClaimedError,
   TaskNotClaimedError,
-  UserCodeError,
 } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import { childLogger, type Logger } from '../observability/logger.js';
 import type { Registry } from '../observability/metrics.js';
 import type { SlotTable } from '../slots/slot-table.js';
-import { ActiveRun, RunPhase, TaskActivity } from './active-run.js';
+import { ActiveRun, TaskActivity } from './active-run.js';
 import { ClaimedTasks, ClaimState } from './claimed-tasks.js';
 import { DueCalendar } from './due-calendar.js';
 import { RunWaiters } from './run-waiters.js';
 import { isPromiseLike, settle, type MaybePromise } from './maybe-promise.js';
 import type { TaskSchedulerEvents } from './scheduler-events.js';
 import { SchedulerMetrics, type SchedulerOperation } from './scheduler-metrics.js';
+import { RunLifecycle, toError } from './run-lifecycle.js';
 import { resolveTaskSchedulerOptions, type ResolvedTaskSchedulerOptions, type TaskSchedulerOptions } from './scheduler-options.js';
 import { scheduleOf, taskDefaults, validateTask, validateTaskMeta } from './task.js';
 import {
@@ -31,49 +31,9 @@ import {
   type LogWriter,
   type QueuedRun,
   type RunCreation,
-  type RunPromise,
-  type RunResult,
   type RunStateDetails,
 } from './types.js';
-
-/** The scheduler's lifecycle; `setState` is the only writer. */
-export const SchedulerState = Object.freeze({
-  /** Constructed: `tick(now)` drives it by hand (the seed's model). */
-  IDLE: 'idle',
-  /** `start()`ed: the ticker wakes at due times on the clock. */
-  RUNNING: 'running',
-  /** `stop()` is canceling runs and waiting for them to stop. */
-  STOPPING: 'stopping',
-  /** Stopped: no run starts until `start()`. Claims are kept. */
-  STOPPED: 'stopped',
-} as const);
-export type SchedulerStateValue = (typeof SchedulerState)[keyof typeof SchedulerState];
-
-export interface TaskSchedulerStats {
-  readonly state: SchedulerStateValue;
-  readonly claimedTasks: number;
-  /** Released tasks whose canceled runs have not stopped yet. */
-  readonly drainingTasks: number;
-  /** Runs in flight, canceled-but-not-stopped ones included. */
-  readonly runsActive: number;
-  /** Runner slots held by runs. */
-  readonly slotsBusy: number;
-  /** Claimed tasks waiting in the calendar for their next due time. */
-  readonly scheduledTasks: number;
-  /** Earliest due time in the calendar (Infinity when none). */
-  readonly nextDue: number;
-}
-
-export interface TaskStats {
-  readonly state: 'claimed' | 'draining';
-  readonly nextDue: number;
-  readonly runs: number;
-  readonly slotsBusy: number;
-}
-
-/** `wait()` rejected with `RunCanceledError`. */
-const CANCELED = Symbol('canceled');
-type AttemptOutcome = RunResult | typeof CANCELED;
+import { SchedulerState, type SchedulerStateValue, type TaskSchedulerStats, type TaskStats } from './scheduler-state.js';
 
 /**
  * InfluxDB's task scheduler (`task/backend/scheduler.go`), with the seed's TODOs done and its later faults fixed:
@@ -85,7 +45,8 @@ type AttemptOutcome = RunResult | typeof CANCELED;
  * next run and executes it; a runner whose run ends tries the next due run with the scheduler's latest `now`.
  *
  * Every created run ends in exactly one final status (`success`, `failed`, `canceled`): it is logged once,
- * `finishRun` is called once, and only then, once the execution has physically stopped, is its slot freed.
+ * `finishRun` is called once, and only then, once the execution has physically stopped, is its slot freed (that
+ * lifecycle is `RunLifecycle`'s, in run-lifecycle.ts).
  */
 export class TaskScheduler {
   readonly events: TypedEmitter<TaskSchedulerEvents>;
@@ -126,6 +87,8 @@ export class TaskScheduler {
     }
   };
   readonly #internalHandler = (error: unknown): void => this.#internal(error);
+  /** The run lifecycle: execute, attempt ended, retry, cancel, end. */
+  readonly #runs: RunLifecycle;
 
   constructor(options: TaskSchedulerOptions) {
     this.#o = resolveTaskSchedulerOptions(options);
@@ -135,6 +98,26 @@ export class TaskScheduler {
     this.#metrics = new SchedulerMetrics(this.#o.registry, this);
     this.#now = this.#o.now;
     this.events = new TypedEmitter<TaskSchedulerEvents>(() => this.#logger);
+    this.#runs = new RunLifecycle({
+      events: this.events,
+      options: this.#o,
+      clock: this.#clock,
+      slots: this.#slots,
+      metrics: this.#metrics,
+      internalHandler: this.#internalHandler,
+      internal: (error) => this.#internal(error),
+      latestNow: () => this.#latestNow(),
+      write: (run, status, when, error, value, attempt) => this.#write(run, status, when, error, value, attempt),
+      canceledError: (run) => this.#canceledError(run),
+      reportError: (taskId, operation, error, facts) => this.#reportError(taskId, operation, error, facts),
+      isCurrent: (run) => this.#isCurrent(run),
+      canRun: () => this.#canRun(),
+      freeSlot: (run) => this.#freeSlot(run),
+      slotReclaimed: () => {
+        this.#slotsBusy++;
+      },
+      runStopped: (run, status, error, value) => this.#runStopped(run, status, error, value),
+    });
   }
 
   get state(): SchedulerStateValue {
@@ -232,7 +215,7 @@ export class TaskScheduler {
       }
     }
     if (this.events.hasListeners('task:release')) this.events.emit('task:release', { taskId, canceledRuns: runs.length });
-    for (const run of runs) this.#cancelRun(run);
+    for (const run of runs) this.#runs.cancel(run);
     this.#tidy(index);
     return stopped;
   }
@@ -328,7 +311,7 @@ export class TaskScheduler {
     this.#disarm();
     this.#stopped = new Promise<void>((resolve) => (this.#resolveStopped = resolve));
     for (const activity of [...this.#activity.values()]) {
-      for (const run of [...activity.runs]) this.#cancelRun(run);
+      for (const run of [...activity.runs]) this.#runs.cancel(run);
     }
     this.#checkStopped();
     return this.#stopped;
@@ -463,10 +446,10 @@ export class TaskScheduler {
     }
     this.#write(run, RunStatus.SCHEDULED, now, undefined, undefined);
     if (run.canceled || !current || !this.#canRun()) {
-      this.#endRun(run, RunStatus.CANCELED, this.#canceledError(run), undefined, undefined);
+      this.#runs.end(run, RunStatus.CANCELED, this.#canceledError(run), undefined, undefined);
       return false;
     }
-    this.#execute(run);
+    this.#runs.execute(run);
     if (async) this.#continue(run.index);
     return true;
   }
@@ -494,219 +477,6 @@ export class TaskScheduler {
     this.#tidy(index);
     if (async) this.#continue(index);
     this.#checkStopped();
-  }
-
-  /** Hands one attempt to the executor. */
-  #execute(run: ActiveRun): void {
-    run.phase = RunPhase.EXECUTING;
-    run.attempt++;
-    const queued = run.run!;
-    const now = this.#latestNow();
-    let delayMs = 0;
-    if (run.attempt === 1) {
-      run.handedAt = now;
-      delayMs = now - queued.runAt;
-    }
-    this.#write(run, RunStatus.STARTED, now, undefined, undefined);
-    if (this.events.hasListeners('task:run:start')) {
-      this.events.emit('task:run:start', {
-        taskId: queued.taskId,
-        runId: queued.runId,
-        scheduledFor: queued.scheduledFor,
-        runAt: queued.runAt,
-        attempt: run.attempt,
-        slot: run.slot,
-        delayMs,
-      });
-    }
-    if (run.canceled) {
-      // A listener canceled it before it reached the executor.
-      this.#endRun(run, RunStatus.CANCELED, this.#canceledError(run), undefined, undefined);
-      return;
-    }
-    let answer: RunPromise | PromiseLike<RunPromise>;
-    try {
-      answer = this.#o.executor.execute(queued, {
-        task: run.task,
-        slot: { table: this.#slots, slot: run.slot, generation: run.generation },
-        attempt: run.attempt,
-        ...(run.attempt === 1 ? { started: (at: number) => this.#runStarted(run, at) } : {}),
-      });
-    } catch (error) {
-      this.#executeFailed(run, error);
-      return;
-    }
-    if (isPromiseLike(answer) && !isRunPromise(answer)) {
-      const attempt = run.attempt;
-      settle(
-        answer,
-        (promise) => {
-          // Only this answer can end the attempt while it is pending; the check keeps a late answer harmless.
-          if (run.phase === RunPhase.EXECUTING && run.attempt === attempt) this.#executing(run, promise);
-          else if (isRunPromise(promise)) this.#cancelPromise(run, promise);
-        },
-        (error) => {
-          if (run.phase === RunPhase.EXECUTING && run.attempt === attempt) this.#executeFailed(run, error);
-        },
-        this.#internalHandler,
-      );
-      return;
-    }
-    this.#executing(run, answer);
-  }
-
-  /** Could not even begin: as a failed attempt, retryable (the seed's "TODO(mr): retry?"). */
-  #executeFailed(run: ActiveRun, error: unknown): void {
-    const queued = run.run!;
-    this.#reportError(queued.taskId, 'execute', error, { runId: queued.runId });
-    this.#attemptEnded(run, { error: toError(error), retryable: true }, undefined);
-  }
-
-  /** The executor's `RunPromise` for the current attempt: wait for it (cancel it first if the run was canceled). */
-  #executing(run: ActiveRun, promise: unknown): void {
-    if (!isRunPromise(promise)) {
-      this.#executeFailed(run, new InvalidStateError(`Expected execute() to return a RunPromise, got ${describeValue(promise)}`));
-      return;
-    }
-    run.promise = promise;
-    // Canceled from inside execute() (a release by re-entrant code), or while its answer was on its way: the cancel
-    // could not reach the promise yet.
-    if (run.canceled) this.#cancelPromise(run, promise);
-    let waiting: Promise<RunResult>;
-    try {
-      waiting = promise.wait();
-    } catch (error) {
-      waiting = Promise.reject(error as Error);
-    }
-    settle(
-      waiting,
-      (result) => this.#attemptEnded(run, normalizeResult(result), promise),
-      (error) => this.#attemptEnded(run, isRunCanceled(error) ? CANCELED : { error: toError(error), retryable: true }, promise),
-      this.#internalHandler,
-    );
-  }
-
-  /** The first attempt's code began: the schedule delay is how late that was. */
-  #runStarted(run: ActiveRun, at: number): void {
-    if (run.startedAt !== undefined || run.run === undefined) return;
-    run.startedAt = at;
-    this.#metrics.scheduleDelay.observe(Math.max(0, at - run.run.runAt) / 1000);
-  }
-
-  /** An attempt's `wait()` settled: end the run, or retry it. */
-  #attemptEnded(run: ActiveRun, outcome: AttemptOutcome, promise: RunPromise | undefined): void {
-    if (run.phase !== RunPhase.EXECUTING) return;
-    const stopped = this.#physicalStop(promise);
-    if (outcome === CANCELED || (run.canceled && outcome.error !== undefined)) {
-      this.#endRun(run, RunStatus.CANCELED, this.#canceledError(run), stopped, undefined);
-    } else if (outcome.error === undefined) {
-      this.#endRun(run, RunStatus.SUCCESS, undefined, stopped, outcome.value);
-    } else if (
-      outcome.retryable === true &&
-      run.attempt <= (run.task.retry ?? taskDefaults.retry) &&
-      this.#isCurrent(run) &&
-      this.#canRun()
-    ) {
-      run.phase = RunPhase.STOPPING_ATTEMPT;
-      const error = outcome.error;
-      this.#afterStop(stopped, () => this.#retryAfterStop(run, error));
-    } else {
-      this.#endRun(run, RunStatus.FAILED, outcome.error, stopped, undefined);
-    }
-  }
-
-  /** The failed attempt has stopped: free its slot generation, claim the slot again and wait out the backoff. */
-  #retryAfterStop(run: ActiveRun, error: Error): void {
-    this.#freeSlot(run);
-    if (run.canceled || !this.#isCurrent(run) || !this.#canRun()) {
-      this.#endRun(run, RunStatus.CANCELED, this.#canceledError(run), undefined, undefined);
-      return;
-    }
-    const generation = this.#slots.claim(run.slot);
-    if (generation < 0) {
-      const taken = new InvalidStateError(`Expected runner slot ${run.slot} to be idle between attempts, but it was taken`);
-      this.#endRun(run, RunStatus.FAILED, taken, undefined, undefined);
-      return;
-    }
-    run.generation = generation;
-    run.holdsSlot = true;
-    this.#slotsBusy++;
-    run.backoff ??= new Backoff(this.#o.backoff, { clock: this.#clock });
-    const delayMs = run.backoff.nextDelay();
-    run.phase = RunPhase.BACKOFF;
-    this.#write(run, RunStatus.SCHEDULED, this.#latestNow(), error, undefined, run.attempt + 1);
-    this.#metrics.retries.inc();
-    if (this.events.hasListeners('task:run:retry')) {
-      this.events.emit('task:run:retry', { taskId: run.task.id, runId: run.run!.runId, attempt: run.attempt + 1, delayMs, error });
-    }
-    if (run.phase !== RunPhase.BACKOFF) return; // canceled by a listener
-    run.timer = this.#clock.setTimer(() => {
-      run.timer = undefined;
-      if (run.phase !== RunPhase.BACKOFF || run.canceled) return;
-      try {
-        this.#execute(run);
-      } catch (inner) {
-        this.#internal(inner);
-      }
-    }, delayMs);
-  }
-
-  #cancelRun(run: ActiveRun): void {
-    if (run.canceled || run.phase === RunPhase.ENDING) return;
-    run.canceled = true;
-    // The thread sees this in shared memory, without a message.
-    if (run.holdsSlot) this.#slots.cancel(run.slot, run.generation);
-    if (run.phase === RunPhase.EXECUTING) {
-      if (run.promise !== undefined) this.#cancelPromise(run, run.promise);
-    } else if (run.phase === RunPhase.BACKOFF) {
-      if (run.timer !== undefined) this.#clock.clearTimer(run.timer);
-      run.timer = undefined;
-      this.#endRun(run, RunStatus.CANCELED, this.#canceledError(run), undefined, undefined);
-    }
-    // CREATING and STOPPING_ATTEMPT see `canceled` when they continue.
-  }
-
-  #cancelPromise(run: ActiveRun, promise: RunPromise): void {
-    try {
-      promise.cancel();
-    } catch (error) {
-      this.#reportError(run.task.id, 'cancel', error, { runId: run.run?.runId });
-    }
-  }
-
-  /**
-   * The final status is decided: `finishRun`, log it (once), then free the slot when the execution has stopped.
-   * A `finishRun` failure turns a success into `failed` (as the seed does: the run could not be recorded).
-   */
-  #endRun(run: ActiveRun, status: FinalRunStatus, error: Error | undefined, stopped: PromiseLike<void> | undefined, value: unknown): void {
-    if (run.phase === RunPhase.ENDING) return;
-    run.phase = RunPhase.ENDING;
-    const queued = run.run!;
-    const done = (finishFailed: boolean, finishError: unknown): void => {
-      let final = status;
-      let cause = error;
-      if (finishFailed) {
-        this.#reportError(queued.taskId, 'finish_run', finishError, { runId: queued.runId });
-        if (final === RunStatus.SUCCESS) {
-          final = RunStatus.FAILED;
-          cause = toError(finishError);
-        }
-      }
-      const now = this.#latestNow();
-      this.#write(run, final, now, cause, value);
-      // An executor that never said when the run began: it began when it was handed over.
-      if (run.startedAt === undefined && run.handedAt !== undefined) this.#runStarted(run, run.handedAt);
-      this.#metrics.runEnded(final, run.startedAt === undefined ? undefined : now - run.startedAt);
-      this.#afterStop(stopped, () => this.#runStopped(run, final, cause, value));
-    };
-    let finishing: MaybePromise<void>;
-    try {
-      finishing = this.#o.desiredState.finishRun(queued.taskId, queued.runId);
-    } catch (finishError) {
-      done(true, finishError);
-      return;
-    }
-    settle(finishing, () => done(false, undefined), (finishError) => done(true, finishError), this.#internalHandler);
   }
 
   /** The run has ended and stopped: free its slot, then let its runner try the next due run. */
@@ -850,23 +620,6 @@ export class TaskScheduler {
     return this.#clockDriven ? this.#clock.now() : this.#now;
   }
 
-  #physicalStop(promise: RunPromise | undefined): PromiseLike<void> | undefined {
-    if (promise?.finished === undefined) return undefined;
-    try {
-      const finished = promise.finished();
-      return isPromiseLike(finished) ? finished : undefined;
-    } catch (error) {
-      this.#internal(error);
-      return undefined;
-    }
-  }
-
-  /** Runs `next` once the execution has physically stopped (at once when there is nothing to wait for). */
-  #afterStop(stopped: PromiseLike<void> | undefined, next: () => void): void {
-    // A rejected `finished()` still means the execution is over.
-    settle<void>(stopped, next, next, this.#internalHandler);
-  }
-
   #write(run: ActiveRun, status: RunStatus, when: number, error: Error | undefined, value: unknown, attempt = run.attempt): void {
     const queued = run.run!;
     const details: RunStateDetails =
@@ -936,9 +689,6 @@ export class TaskScheduler {
 }
 
 /** What an executor must hand back: an object with `wait()` (its own `then`, if any, does not make it a promise). */
-function isRunPromise(value: unknown): value is RunPromise {
-  return value !== null && typeof value === 'object' && typeof (value as { wait?: unknown }).wait === 'function';
-}
 
 function isQueuedRun(value: unknown): value is QueuedRun {
   if (value === null || typeof value !== 'object') return false;
@@ -958,20 +708,4 @@ function notYetDueAt(error: unknown): number | undefined {
   if (code !== 'ERR_RUN_NOT_YET_DUE') return undefined;
   const at = typeof dueAt === 'number' ? dueAt : details?.dueAt;
   return typeof at === 'number' && !Number.isNaN(at) ? at : undefined;
-}
-
-function isRunCanceled(error: unknown): boolean {
-  return error instanceof RunCanceledError || (error as { code?: unknown } | null)?.code === 'ERR_RUN_CANCELED';
-}
-
-function toError(value: unknown): Error {
-  if (value instanceof Error) return value;
-  return new UserCodeError(`Expected an Error, got ${describeValue(value)}`, { cause: value });
-}
-
-function normalizeResult(result: unknown): RunResult {
-  if (result === null || typeof result !== 'object') return {};
-  const { error, retryable, value } = result as RunResult;
-  if (error === undefined || error === null) return value === undefined ? {} : { value };
-  return { error: toError(error), retryable: retryable === true };
 }

@@ -9,8 +9,8 @@
  */
 import { systemClock, type TimerHandle } from '../clock.js';
 import { CanceledError } from '../errors.js';
-import type { Logger } from '../observability/logger.js';
-import type { WorkItem } from '../pool/messages.js';
+import type { Logger } from 'pino';
+import type { WorkItem } from '../protocol/messages.js';
 import type { SlotTable } from '../slots/slot-table.js';
 import type { Snapshot } from '../state/types.js';
 

@@ -3,7 +3,7 @@
  * `MessagePort`; the task runs the thread loop until main says stop. Never imported by main-thread code.
  */
 import type { MessagePort } from 'node:worker_threads';
-import type { ThreadInit } from '../pool/messages.js';
+import type { ThreadInit } from '../protocol/messages.js';
 import { ThreadLoop } from './thread-loop.js';
 
 export interface ThreadTask {

@@ -1,11 +1,10 @@
 /**
  * `ctx.logger` on a pool thread: a pino logger that writes nothing itself. Its `logMethod` hook posts each call's
- * arguments to main (see `observability/thread-log-protocol.ts`), where the user's logger writes them. A level that
+ * arguments to main (see `protocol/thread-log.ts`), where the user's logger writes them. A level that
  * is off costs what it costs in pino, a call to a no-op: no hook runs, no message is sent.
  */
-import { pino } from 'pino';
-import type { Logger } from '../observability/logger.js';
-import { LEVEL_WORD, THREAD_LEVELS, type ThreadLogInit, type ThreadLogRecord } from '../observability/thread-log-protocol.js';
+import { pino, type Logger } from 'pino';
+import { LEVEL_WORD, THREAD_LEVELS, type ThreadLogInit, type ThreadLogRecord } from '../protocol/thread-log.js';
 
 /** Nothing is ever written here: the hook below does not call pino's own method. */
 const nowhere = { write(): void {} };

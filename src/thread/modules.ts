@@ -8,8 +8,8 @@
  * message, and `engine.start()` rejects with it) and for each item that needs it afterwards.
  */
 import { InvalidArgumentError, ModuleLoadError, UnknownHandlerError, UnknownSchedulerError, toWire } from '../errors.js';
-import type { Logger } from '../observability/logger.js';
-import type { ModuleLoadFailure, ModuleRef } from '../pool/messages.js';
+import type { Logger } from 'pino';
+import type { ModuleLoadFailure, ModuleRef } from '../protocol/messages.js';
 
 export type UserFunction = (input: unknown, ctx: unknown) => unknown;
 

@@ -23,15 +23,15 @@
 import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import { performance } from 'node:perf_hooks';
 import { CanceledError, UserCodeError, toWire } from '../errors.js';
-import type { Logger } from '../observability/logger.js';
-import type { ItemOutcome, MainToThread, ThreadInit, ThreadToMain, WorkItem } from '../pool/messages.js';
-import { assertNever, isWorkMessage } from '../pool/messages.js';
+import type { Logger } from 'pino';
+import type { ItemOutcome, MainToThread, ThreadInit, ThreadItem, ThreadToMain } from '../protocol/messages.js';
+import { assertNever, isWorkMessage } from '../protocol/messages.js';
 import { ThreadPhase } from '../slots/slot-layout.js';
 import { SlotTable } from '../slots/slot-table.js';
 import { Replica } from '../state/replica.js';
 import type { ChangeSet } from '../state/types.js';
-import { ThreadBoard } from '../pool/thread-board.js';
-import { decodeWork, encodeResults } from '../pool/wire.js';
+import { ThreadBoard } from '../protocol/thread-board.js';
+import { decodeWork, encodeResults } from '../protocol/wire.js';
 import { ThreadWorkContext, type ThreadServices } from './context.js';
 import { IndexWaiter } from './index-waiter.js';
 import { createThreadLogger } from './log-forwarder.js';
@@ -58,7 +58,7 @@ export class ThreadLoop {
   readonly #schedulers: ModuleTable;
   readonly #handlers: ModuleTable;
   readonly #logger: Logger;
-  #queue: WorkItem[] = [];
+  #queue: ThreadItem[] = [];
   #head = 0;
   #draining = false;
   #outbox: ItemOutcome[] = [];
@@ -166,7 +166,7 @@ export class ThreadLoop {
     try {
       while (this.#head < this.#queue.length) {
         const item = this.#queue[this.#head]!;
-        this.#queue[this.#head++] = undefined as unknown as WorkItem;
+        this.#queue[this.#head++] = undefined as unknown as ThreadItem;
         const outcome = await this.#runItem(item);
         if (this.#outbox.length === 0) this.#heldSince = this.#lastItemEnd;
         this.#outbox.push(outcome);
@@ -209,7 +209,7 @@ export class ThreadLoop {
   }
 
   /** Whether the outbox must go before the next item starts (see the module comment). */
-  #sendBeforeNext(item: WorkItem, outcome: ItemOutcome): boolean {
+  #sendBeforeNext(item: ThreadItem, outcome: ItemOutcome): boolean {
     return (
       this.#typicalMs >= TINY_ITEM_MS ||
       this.#lastItemEnd - this.#heldSince >= FLUSH_AFTER_MS ||
@@ -220,7 +220,7 @@ export class ThreadLoop {
     );
   }
 
-  async #runItem(item: WorkItem): Promise<ItemOutcome> {
+  async #runItem(item: ThreadItem): Promise<ItemOutcome> {
     const { slot, generation, seq } = item;
     // The start CAS is the arbiter when main sent the item to a second thread (it takes unstarted work back from a
     // busy thread for an idle one): exactly one thread starts it, every other one reports it not started.

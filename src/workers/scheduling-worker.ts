@@ -15,12 +15,11 @@ import {
   InvalidPlanError,
   InvalidStateError,
   PlanAttemptsExhaustedError,
-  UnknownSchedulerError,
   type TickpoolError,
 } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { StartObserver, ThreadPool } from '../pool/thread-pool.js';
-import type { WireEvaluation } from '../pool/messages.js';
+import type { WireEvaluation } from '../protocol/messages.js';
 import { SlotState, ThreadPhase } from '../slots/slot-layout.js';
 import type { SlotTable } from '../slots/slot-table.js';
 import type { PlanApplier } from '../state/plan-applier.js';
@@ -51,6 +50,14 @@ export interface WorkerDeps {
    * back to the broker): the abort must reach the evaluation wherever it is now.
    */
   readonly abortLost?: (evaluationId: string, cause: unknown) => void;
+  /** Told of each delivery the worker takes and lets go of (the engine's `WorkerSet` finds holders by token). */
+  readonly deliveries?: DeliveryIndex;
+}
+
+/** Told by a worker when it takes a delivery and when it lets go of it. */
+export interface DeliveryIndex {
+  held(token: string, worker: SchedulingWorker): void;
+  released(token: string): void;
 }
 
 /** The delivery a worker holds right now. */
@@ -293,12 +300,10 @@ export class SchedulingWorker implements StartObserver {
   }
 
   async #process(evaluation: Evaluation, token: string): Promise<void> {
-    const { pool, slots, types, metrics } = this.#deps;
-    if (!types.includes(evaluation.type)) {
-      this.#fail(evaluation, token, new UnknownSchedulerError(evaluation.type, types));
-      return;
-    }
+    // Only the registered `types` are dequeued, and the broker fails any other type at enqueue (`knownTypes`).
+    const { pool, slots, metrics } = this.#deps;
     this.#current = { evaluation, token, generation: -1, heartbeatsSeen: 0, startedAt: undefined };
+    this.#deps.deliveries?.held(token, this);
     let minIndex = evaluation.modifyIndex ?? 0;
     try {
       for (let attempt = 1; ; attempt++) {
@@ -312,7 +317,6 @@ export class SchedulingWorker implements StartObserver {
         const started = metrics.startScheduling();
         const outcome = await pool.dispatch({
           kind: 'eval',
-          seq: 0,
           slot: this.#slot,
           generation,
           attempt,
@@ -408,6 +412,7 @@ export class SchedulingWorker implements StartObserver {
     } finally {
       this.#processed++;
       this.#current = undefined;
+      this.#deps.deliveries?.released(token);
       this.#activity = WorkerActivity.IDLE;
     }
   }

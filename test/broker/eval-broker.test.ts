@@ -585,6 +585,42 @@ describe('nack, delays and the delivery limit', () => {
   });
 });
 
+describe('knownTypes', () => {
+  test('an evaluation of a type outside knownTypes is failed at enqueue, once, delayed or behind its job alike', async () => {
+    const { broker, clock } = harness({ knownTypes: ['service'], nackTimeoutMs: 3_600_000 });
+    const events: string[] = [];
+    broker.events.on('broker:enqueue', ({ evaluation }) => events.push(`enqueue ${evaluation.id}`));
+    broker.events.on('broker:failed', ({ evaluation, reason }) => events.push(`failed ${evaluation.id} ${(reason as TickpoolError).code}`));
+    broker.enqueue(ev('job', { id: 'held' }));
+    const held = broker.tryDequeue(['service'])!;
+    const stray = broker.enqueue(ev('job', { id: 'stray', type: 'mystery' }));
+    const later = broker.enqueue({ ...ev('other', { id: 'later', type: 'mystery' }), wait: 60_000 });
+    assert.equal(stray.id, 'stray', 'enqueue still returns the handle');
+    await assert.rejects(stray.done, code('ERR_UNKNOWN_SCHEDULER', /service/));
+    await assert.rejects(later.done, code('ERR_UNKNOWN_SCHEDULER'));
+    assert.deepEqual(events, ['enqueue held', 'enqueue stray', 'failed stray ERR_UNKNOWN_SCHEDULER', 'enqueue later', 'failed later ERR_UNKNOWN_SCHEDULER']);
+    assert.equal(broker.inspect('stray')?.queue, FAILED_QUEUE);
+    assert.equal(broker.inspect('stray')?.deliveries, 0, 'never delivered');
+    assert.equal(broker.stats().totalFailed, 2);
+    assert.equal(broker.stats().totalPending + broker.stats().totalWaiting, 0, 'nothing waits to be failed later');
+    assert.equal(broker.enqueue(ev('job', { id: 'stray', type: 'mystery' })), stray, 'the same id again changes nothing');
+    clock.advance(120_000);
+    broker.ack('held', held.token);
+    assert.equal(events.filter((e) => e.startsWith('failed')).length, 2, 'failed once each');
+    broker.enqueue(ev('job', { id: 'next' }));
+    assert.equal(broker.inspect('next')?.state, 'ready', 'the job is not blocked');
+  });
+
+  test('without knownTypes every type is admitted; bad knownTypes are option errors', () => {
+    const { broker } = harness();
+    broker.enqueue(ev('job', { id: 'x', type: 'anything' }));
+    assert.equal(broker.inspect('x')?.state, 'ready');
+    assert.throws(() => harness({ knownTypes: 'service' as never }), code('ERR_INVALID_OPTION', /knownTypes/));
+    assert.throws(() => harness({ knownTypes: [''] }), code('ERR_INVALID_OPTION', /knownTypes/));
+    assert.throws(() => harness({ knownTypes: [1 as never] }), code('ERR_INVALID_OPTION', /knownTypes/));
+  });
+});
+
 describe('nack deadlines', () => {
   test('a delivery not acked in time is nacked; a late ack fails with NackTimeoutReachedError', () => {
     const { broker, clock } = harness({ nackTimeoutMs: 5000 });

@@ -155,11 +155,11 @@ test('engine:stop reports how many evaluations in hand stop gave back to the bro
   assert.equal(s.totalReady + s.totalWaiting, 2, 'both are back in the broker');
 });
 
-test('after stop() no timer keeps the process alive: served dequeues, unknown-type evaluations delayed for an hour', { timeout: 30_000 }, async () => {
+test('after stop() no timer keeps the process alive: served dequeues, an unknown-type evaluation delayed for an hour', { timeout: 30_000 }, async () => {
   const { stdout } = await promisify(execFile)(process.execPath, [fixturePath('timers-after-stop')]);
-  const report = JSON.parse(stdout) as { acked: boolean; timeouts: number; unknownWatched: boolean };
+  const report = JSON.parse(stdout) as { acked: boolean; timeouts: number; unknownFailed: boolean };
   assert.equal(report.acked, true);
-  assert.equal(report.unknownWatched, true, 'the delayed evaluation of an unknown type was still held at stop');
+  assert.equal(report.unknownFailed, true, 'the delayed evaluation of an unknown type was failed at enqueue');
   assert.equal(report.timeouts, 0, 'no ref’d Timeout is left');
 });
 

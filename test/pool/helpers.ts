@@ -96,31 +96,30 @@ export function poolHarness(options: { minThreads: number; maxThreads: number; b
       const { slot, generation } = claim();
       const id = `e${next++}`;
       const evaluation = { id, type, modifyIndex: 0, payload, ...extra.fields };
-      const outcome = pool.dispatch({
+      // Frozen: the pool keeps its own record of an item and never writes into the caller's object.
+      const outcome = pool.dispatch(Object.freeze({
         kind: 'eval',
-        seq: 0,
         slot,
         generation,
         attempt: 1,
         evaluation,
         minIndex: extra.minIndex ?? 0,
         syncLimitMs: 60_000,
-      });
+      }));
       return { slot, generation, outcome: settle(slot, generation, outcome) };
     },
     run(handler, payload) {
       const { slot, generation } = claim();
       const runId = `r${next++}`;
-      const outcome = pool.dispatch({
+      const outcome = pool.dispatch(Object.freeze({
         kind: 'run',
-        seq: 0,
         slot,
         generation,
         attempt: 1,
         run: { taskId: 'task', runId, scheduledFor: 0, runAt: 0 },
         handler,
         payload,
-      });
+      }));
       return { slot, generation, outcome: settle(slot, generation, outcome) };
     },
   };

@@ -46,6 +46,23 @@ test('results of short items are sent before a long item starts, not after it', 
   assert.equal((await c).status, 'ok');
 });
 
+test('the pool numbers its own record of an item: frozen items run, and nothing is written into them', async (t) => {
+  const h = poolHarness({ minThreads: 1, maxThreads: 1, batchSize: 16 });
+  const { pool, slots } = h;
+  await pool.start();
+  t.after(() => pool.stop({ force: true }));
+  const runOnce = async (): Promise<string> => {
+    const slot = slots.allocate(1);
+    const generation = slots.claim(slot);
+    const item = Object.freeze({ kind: 'run' as const, slot, generation, attempt: 1, run: Object.freeze({ taskId: 't', runId: 'r', scheduledFor: 0, runAt: 0 }), handler: 'noop', payload: null });
+    const outcome = await pool.dispatch(item);
+    slots.finish(slot, generation);
+    assert.deepEqual(Object.keys(item).sort(), ['attempt', 'generation', 'handler', 'kind', 'payload', 'run', 'slot'], 'no seq written');
+    return outcome.status;
+  };
+  assert.deepEqual(await Promise.all([runOnce(), runOnce()]), ['ok', 'ok']);
+});
+
 test('a canceled result is sent at once, also after a run of tiny items and ahead of a long one', async (t) => {
   const h = poolHarness({ minThreads: 1, maxThreads: 1, batchSize: 512, holdBudgetMs: UNBOUNDED });
   const { pool, clock } = h;

@@ -283,8 +283,8 @@ async function target(): Promise<{ engine: Engine; clock: ManualClock }> {
 
 /**
  * Waits until nothing is ready, unacked or pending. Evaluations of registered types settle by themselves (each step
- * is an event); one of an unregistered type that became ready behind its job is failed by the engine's periodic
- * sweep, which runs on the (manual) clock: when only such work is left, time moves on by one sweep period.
+ * is an event); one of an unregistered type is failed at enqueue. When only delayed work is left, time moves on by
+ * one dequeue period on the (manual) clock.
  */
 async function drained(engine: Engine, clock: ManualClock): Promise<void> {
   const registered = new Set(Object.keys(engine.options.schedulers));

@@ -15,6 +15,7 @@ import { test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { serialize } from 'node:v8';
 import { pino } from 'pino';
+import { FAILED_QUEUE } from '../../src/broker/evaluation.js';
 import { ManualClock } from '../../src/clock.js';
 import { SlotState } from '../../src/slots/slot-layout.js';
 import { Gate, newGate, set, waitFor } from '../fixtures/gates.js';
@@ -227,21 +228,20 @@ test('evaluation types and task handlers only ever resolve to registered modules
   assert.deepEqual(await done, ['ok']);
 });
 
-test('an evaluation of an unregistered type that waited behind its job is failed once ready, and does not block the job', { timeout: 30_000 }, async () => {
+test('an evaluation of an unregistered type is failed at enqueue, also behind its job\'s evaluation in hand, and does not block the job', { timeout: 30_000 }, async () => {
   const clock = new ManualClock(T0);
   const engine = await started({ clock, schedulers: { gated: fixture('gated'), service: fixture('noop') } });
   const gate = newGate();
   const first = acks(engine, 1);
   engine.enqueue(evaluation('holder', 'gated', { gate }, { jobId: 'job' }));
   await waitFor(gate, Gate.STARTED, 1);
-  engine.enqueue(evaluation('stray', 'nope', undefined, { jobId: 'job' }));
-  await turns();
-  assert.equal(engine.broker.inspect('stray')?.state, 'pending', 'it waits behind the job\'s evaluation in hand');
   const failed = failures(engine, 1);
+  const stray = engine.enqueue(evaluation('stray', 'nope', undefined, { jobId: 'job' }));
+  assert.equal(engine.broker.inspect('stray')?.queue, FAILED_QUEUE, 'failed at once, not pending behind the job');
+  assert.deepEqual(await failed, [{ id: 'stray', code: 'ERR_UNKNOWN_SCHEDULER' }]);
+  await assert.rejects(stray.done, { code: 'ERR_UNKNOWN_SCHEDULER' });
   set(gate, Gate.RELEASE, 1);
   assert.deepEqual(await first, ['holder']);
-  clock.advance(engine.options.dequeueTimeoutMs);
-  assert.deepEqual(await failed, [{ id: 'stray', code: 'ERR_UNKNOWN_SCHEDULER' }]);
   const next = acks(engine, 1);
   engine.enqueue(evaluation('next', 'service', undefined, { jobId: 'job' }));
   assert.deepEqual(await next, ['next'], 'the job is not blocked');

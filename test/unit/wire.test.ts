@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import type { ItemOutcome, WorkItem } from '../../src/pool/messages.js';
-import { isResultMessage, isWorkMessage } from '../../src/pool/messages.js';
-import { decodeWork, encodeResults, encodeWork, forEachResult } from '../../src/pool/wire.js';
+import type { ItemOutcome, ThreadItem } from '../../src/protocol/messages.js';
+import { isResultMessage, isWorkMessage } from '../../src/protocol/messages.js';
+import { decodeWork, encodeResults, encodeWork, forEachResult } from '../../src/protocol/wire.js';
 import type { ChangeSet } from '../../src/state/types.js';
 
 const change = (index: number): ChangeSet => ({ index, tables: {} }) as unknown as ChangeSet;
 
-const item: fc.Arbitrary<WorkItem> = fc.oneof(
+const item: fc.Arbitrary<ThreadItem> = fc.oneof(
   fc.record({
     kind: fc.constant('eval' as const),
     seq: fc.nat(),
@@ -34,10 +34,10 @@ const item: fc.Arbitrary<WorkItem> = fc.oneof(
 test('a work message survives a structured clone: change sets in order, then the same items (property)', () => {
   fc.assert(
     fc.property(fc.array(fc.nat(1000), { maxLength: 4 }), fc.array(item, { maxLength: 8 }), (indexes, items) => {
-      const message = structuredClone(encodeWork(indexes.map(change), items));
+      const message = structuredClone(encodeWork(indexes.map(change), items.map((i) => ({ seq: i.seq, item: i }))));
       assert.ok(isWorkMessage(message));
       const seen: number[] = [];
-      const decoded: WorkItem[] = [];
+      const decoded: ThreadItem[] = [];
       assert.equal(decodeWork(message, (c) => seen.push(c.index), decoded), items.length);
       assert.deepEqual(seen, indexes);
       // The generators make null-prototype objects; a clone is what the thread would see.

@@ -8,17 +8,12 @@
  */
 import type { WireError } from '../errors.js';
 import type { ChangeSet } from '../state/types.js';
-import type { ItemOutcome, WireEvaluation, WireRun, WorkItem } from './messages.js';
+import type { ItemOutcome, ResultMessage, SequencedItem, ThreadItem, WireEvaluation, WireRun, WorkMessage } from './messages.js';
 
-/**
- * `[changeCount, ...changes, ...items]`, each item ITEM_STRIDE elements: kind, seq, slot, generation, attempt,
- * minIndex, syncLimitMs, body. Told apart from main's other messages (objects) by being an array.
+/*
+ * A work message is `[changeCount, ...changes, ...items]`, each item ITEM_STRIDE elements: kind, seq, slot,
+ * generation, attempt, minIndex, syncLimitMs, body.
  */
-export type WorkMessage = readonly unknown[] & { readonly __work: never };
-
-/** `[seq, status, number, extra]` per outcome. Told apart from a thread's other messages by being an array. */
-export type ResultMessage = readonly unknown[] & { readonly __results: never };
-
 const ITEM_STRIDE = 8;
 const KIND_EVAL = 0;
 const KIND_RUN = 1;
@@ -29,21 +24,21 @@ interface RunBody {
   readonly payload: unknown;
 }
 
-export function encodeWork(changes: readonly ChangeSet[], items: Iterable<WorkItem>): WorkMessage {
+export function encodeWork(changes: readonly ChangeSet[], items: Iterable<SequencedItem>): WorkMessage {
   const out: unknown[] = [changes.length];
   for (const change of changes) out.push(change);
-  for (const item of items) {
+  for (const { seq, item } of items) {
     if (item.kind === 'eval') {
-      out.push(KIND_EVAL, item.seq, item.slot, item.generation, item.attempt, item.minIndex, item.syncLimitMs, item.evaluation);
+      out.push(KIND_EVAL, seq, item.slot, item.generation, item.attempt, item.minIndex, item.syncLimitMs, item.evaluation);
     } else {
-      out.push(KIND_RUN, item.seq, item.slot, item.generation, item.attempt, 0, 0, { run: item.run, handler: item.handler, payload: item.payload } satisfies RunBody);
+      out.push(KIND_RUN, seq, item.slot, item.generation, item.attempt, 0, 0, { run: item.run, handler: item.handler, payload: item.payload } satisfies RunBody);
     }
   }
   return out as unknown as WorkMessage;
 }
 
 /** Calls `onChange` for each change set in order, then appends the items to `into`; returns how many items. */
-export function decodeWork(message: WorkMessage, onChange: (change: ChangeSet) => void, into: WorkItem[]): number {
+export function decodeWork(message: WorkMessage, onChange: (change: ChangeSet) => void, into: ThreadItem[]): number {
   const changes = message[0] as number;
   for (let i = 1; i <= changes; i++) onChange(message[i] as ChangeSet);
   let count = 0;

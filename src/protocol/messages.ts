@@ -8,9 +8,8 @@
  * by being arrays); `WorkItem` and `ItemOutcome` are their decoded shape.
  */
 import type { WireError } from '../errors.js';
-import type { ThreadLogInit } from '../observability/thread-log-protocol.js';
+import type { ThreadLogInit } from './thread-log.js';
 import type { ChangeSet } from '../state/types.js';
-import type { ResultMessage, WorkMessage } from './wire.js';
 
 /** A module reference resolved on main: an absolute `file:` URL and the export to call. */
 export interface ModuleRef {
@@ -35,8 +34,6 @@ export interface WireRun {
 }
 
 interface ItemBase {
-  /** Per-pool sequence number: the key of the pending promise on main. Assigned by `ThreadPool.dispatch`. */
-  seq: number;
   /** Slot and generation the main thread claimed for this item; the thread must `start` them before running. */
   readonly slot: number;
   readonly generation: number;
@@ -58,7 +55,29 @@ export interface RunItem extends ItemBase {
   readonly payload: unknown;
 }
 
+/** What main asks a thread to run. */
 export type WorkItem = EvalItem | RunItem;
+
+/**
+ * What main's pool encodes: an item beside the pool's sequence number for it (the key of the pending promise on
+ * main). The pool numbers its own record of the item, never the caller's object.
+ */
+export interface SequencedItem {
+  readonly seq: number;
+  readonly item: WorkItem;
+}
+
+/** An item as a thread decodes it: flat, with the sequence number its outcome reports. */
+export type ThreadItem = WorkItem & { readonly seq: number };
+
+/**
+ * `[changeCount, ...changes, ...items]` (the layout is `wire.ts`'s). Told apart from main's other messages
+ * (objects) by being an array.
+ */
+export type WorkMessage = readonly unknown[] & { readonly __work: never };
+
+/** Outcomes as `wire.ts` lays them out. Told apart from a thread's other messages by being an array. */
+export type ResultMessage = readonly unknown[] & { readonly __results: never };
 
 export interface ThreadInit {
   readonly threadIndex: number;

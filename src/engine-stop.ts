@@ -1,0 +1,27 @@
+/** What `Engine.stop()` needs beside the engine: its options, validated, and a grace period on the clock. */
+import type { Clock } from './clock.js';
+import { InvalidArgumentError } from './errors.js';
+
+/** `stop()`'s grace period, validated: bad options reject the call and leave the engine as it was. */
+export function stopGraceMs(options: unknown): number {
+  if (options === undefined) return 5_000;
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new InvalidArgumentError('options', 'an object like { graceMs } or undefined', options);
+  }
+  for (const key of Object.keys(options)) {
+    if (key !== 'graceMs') throw new InvalidArgumentError(`options.${key}`, 'no such option (stop takes { graceMs })', (options as Record<string, unknown>)[key]);
+  }
+  const graceMs = (options as { graceMs?: unknown }).graceMs;
+  if (graceMs === undefined) return 5_000;
+  if (typeof graceMs !== 'number' || !(graceMs >= 0)) throw new InvalidArgumentError('graceMs', 'a number of ms >= 0', graceMs);
+  return graceMs;
+}
+
+/** Resolves true if `work` settles within `ms` on the clock, false otherwise. */
+export async function withinGrace(work: Promise<unknown>, ms: number, clock: Clock): Promise<boolean> {
+  let timer: ReturnType<typeof clock.setTimer> | undefined;
+  const timeout = new Promise<false>((resolve) => (timer = clock.setTimer(() => resolve(false), ms)));
+  const result = await Promise.race([work.then(() => true as const), timeout]);
+  if (timer !== undefined) clock.clearTimer(timer);
+  return result;
+}
