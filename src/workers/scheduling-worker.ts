@@ -212,7 +212,12 @@ export class SchedulingWorker implements StartObserver {
     if (current === undefined || current.token !== token) return false;
     if (this.consumeHeartbeat(token)) return true;
     const { slots, clock } = this.#deps;
-    if (slots.generation(this.#slot) === current.generation && slots.state(this.#slot) === SlotState.CLAIMED) return true;
+    if (slots.generation(this.#slot) === current.generation) {
+      if (slots.state(this.#slot) === SlotState.CLAIMED) return true;
+      // Its scheduler has returned: the result waits in its thread's outbox, maybe behind a long item that blocks the
+      // thread. It is no hang of its own; should that thread die, the pool runs the item again.
+      if (slots.state(this.#slot) === SlotState.RUNNING && slots.phase(this.#slot) === ThreadPhase.FINISHED) return true;
+    }
     // Started, and the pool has not seen it yet (its start message is on the way): count from now.
     current.startedAt ??= clock.now();
     return current.startedAt;

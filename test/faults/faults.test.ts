@@ -127,6 +127,8 @@ test(`faults: ${EVALUATIONS} evaluations and ${TASKS} cron tasks with injected f
     runs.set(runId, [...(runs.get(runId) ?? []), status]);
   });
 
+  // A failed assertion must not leave the engine's threads holding the test process open.
+  t.after(() => engine.stop({ graceMs: 100 }));
   await engine.start();
 
   // ── Load: 200 cron tasks (6-field, every 5 s, spread over the seconds), then 20,000 evaluations ────────────────
