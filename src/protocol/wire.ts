@@ -1,8 +1,8 @@
 /**
  * The compact wire form of work and of outcomes. Structured clone pays per object on both sides: wrapping each
- * evaluation in an item object with seven fields more than doubled the cost of a batch (0.46 → 0.21 µs per item
- * measured here), and an idle dispatch paid about 2 µs more for a message of nested objects (`{ type, changes,
- * batch: { meta, bodies } }`) than for one flat array, most of it in the thread's wake-to-entry time. So a work
+ * evaluation in an item object with seven fields more than doubles the cost of a batch, and a message of nested
+ * objects (`{ type, changes, batch: { meta, bodies } }`) makes an idle dispatch measurably slower than one flat
+ * array, most of it in the thread's wake-to-entry time. So a work
  * message and a results message are each ONE array: numbers inline, and only what must stay an object (a change
  * set, the evaluation, the run, a result value, an error) as an element of it. Both threads import this module.
  */
