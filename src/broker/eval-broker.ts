@@ -620,12 +620,13 @@ export class EvalBroker {
 
   /** Drops empty slots once they outnumber the threshold; the threshold doubles with the live slots (amortized O(1)). */
   #sweepSlots(): void {
-    for (const [namespace, byJob] of this.#jobs) {
-      for (const [jobId, slot] of byJob) {
+    // forEach, not for-of over entries: an entries iterator makes a [key, value] pair per job.
+    this.#jobs.forEach((byJob, namespace) => {
+      byJob.forEach((slot, jobId) => {
         if (slot.holder === undefined) byJob.delete(jobId);
-      }
+      });
       if (byJob.size === 0) this.#jobs.delete(namespace);
-    }
+    });
     this.#jobSlots -= this.#emptySlots;
     this.#emptySlots = 0;
     this.#sweepAt = Math.max(4096, 2 * this.#jobSlots);

@@ -850,7 +850,8 @@ export class ThreadPool {
       p.addHolder(channel);
     }
     const changes = channel.changes;
-    channel.changes = [];
+    // Most sends carry no commits: the empty list is kept rather than replaced by a new one.
+    if (changes.length > 0) channel.changes = [];
     try {
       this.#post(channel, encodeWork(changes, batch));
     } catch {
