@@ -4,7 +4,7 @@
  * table and passes what they say in.
  *
  * The water-fill (`placeQueued`): items are taken oldest first, and each goes to the thread with the least
- * predicted load that has room for it (on a tie, the first). The first item no thread
+ * predicted load that has room for it (on a tie, the one with fewer items, then the first). The first item no thread
  * has room for ends the fill: it and everything behind it wait on main, so no later item overtakes it and an
  * unstarted item is never committed to a thread that cannot start it soon. A thread has room when
  * - it has nothing assigned: the item starts as soon as it arrives (so a thread that is free is always chosen first,
@@ -100,7 +100,7 @@ export function placeQueued<T>(
     let best = -1;
     for (let i = 0; i < count; i++) {
       if (!hasRoom(assigned[i]!, loadMs[i]!, runningMs[i]!, threads[i]!.overrun, predicted, limits)) continue;
-      if (best < 0 || loadMs[i]! < loadMs[best]!) best = i;
+      if (best < 0 || loadMs[i]! < loadMs[best]! || (loadMs[i] === loadMs[best] && assigned[i]! < assigned[best]!)) best = i;
     }
     if (best < 0) break;
     if (assigned[best] === 0) runningMs[best] = predicted;
