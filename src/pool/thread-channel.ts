@@ -167,7 +167,8 @@ export class ThreadChannel<T extends SequencedItem> {
    * cannot cross. False when that happened.
    */
   sendWork(items: readonly T[], onUnsendable: (item: T, error: unknown) => void): boolean {
-    this.#clearIdle();
+    // Commits alone are no work: a thread that is only told of them stays idle.
+    if (items.length > 0) this.#clearIdle();
     const changes = this.#takeChanges();
     try {
       this.post(encodeWork(changes, items));
