@@ -1,8 +1,8 @@
 /**
  * The dispatcher: one long-lived loop task per Piscina thread, fed through its own `MessagePort`.
  *
- * Why not one `piscina.run()` per evaluation: Piscina spends ~25 µs of main-thread CPU per task, more than the
- * rest of the engine spends on an evaluation. Here Piscina manages thread lifecycles (start, replacement after a
+ * Why not one `piscina.run()` per evaluation: Piscina spends more main-thread CPU per task than the rest of the
+ * engine spends on an evaluation. Here Piscina manages thread lifecycles (start, replacement after a
  * crash, termination on abort, resource limits) and items travel in batches. What a thread may hold is bounded by
  * *predicted work*, not by a count alone (`CostModel`: learned per evaluation type and task handler):
  * - a thread with nothing assigned gets an item at once (no batching when idle: lowest latency);
@@ -82,7 +82,7 @@ export interface ThreadPoolOptions {
   readonly cancelGraceMs: number;
   /** A thread above `minThreads` idle this long is stopped. */
   readonly idleTimeoutMs: number;
-  /** How long an idle thread polls for more work before it sleeps, µs; main rings the board on every post then. */
+  /** How long an idle thread polls for more work before it sleeps, µs; main bumps its `POSTED` on every post then. */
   readonly idleSpinUs?: number;
   readonly resourceLimits?: ResourceLimits | undefined;
   /**
@@ -111,7 +111,7 @@ export interface ThreadExit {
 /**
  * Predicted work that may wait on a thread behind the item it runs before the next item waits on main instead, ms.
  * It is also how far a running item may overrun its prediction before the items behind it are taken back. A
- * results message and a refill cost the two threads ~20–50 µs: with one item of a millisecond queued behind the
+ * results message and a refill cost the two threads tens of µs: with one item of a millisecond queued behind the
  * one running, a thread never waits for its refill, while a 10 ms item never waits behind another one, and an item
  * behind an outlier waits at most its prediction plus this budget before another thread can take it.
  */

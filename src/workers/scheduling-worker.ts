@@ -1,5 +1,5 @@
 /**
- * A scheduling worker: the seed's `Worker.run` loop on the main thread. Dequeue (backoff on errors, reset on
+ * A scheduling worker: Nomad `worker.go` `Worker.run` on the main thread. Dequeue (backoff on errors, reset on
  * success) → on shutdown nack and exit → dispatch to the pool, where the thread waits for its replica to reach
  * the evaluation's index and runs the scheduler → submit the plan; re-run against the refreshed state while the
  * plan is partly rejected → ack on success, nack on error. A worker holds one slot of the slot table; the thread
@@ -275,7 +275,7 @@ export class SchedulingWorker implements StartObserver {
       if (processing !== undefined) {
         await processing;
       } else if (delivery !== undefined) {
-        // The seed: a worker that finds shutdown after a dequeue gives the evaluation back.
+        // As in Nomad `Worker.run`: a worker that finds shutdown after a dequeue gives the evaluation back.
         this.#nack(delivery.evaluation, delivery.token, new CanceledError('Engine is stopping'));
         break;
       }
