@@ -8,6 +8,7 @@ import { Registry } from '../../src/observability/metrics.js';
 import type { ThreadPool } from '../../src/pool/thread-pool.js';
 import { SlotTable } from '../../src/slots/slot-table.js';
 import { EngineTasks } from '../../src/tasks/engine-tasks.js';
+import { MemoryTaskStore } from '../../src/tasks/memory-task-store.js';
 import { quietLogger } from './fixtures.js';
 
 /** The part of a `ThreadPool` the executor reads outside `execute`. */
@@ -29,13 +30,14 @@ export interface EngineTasksHarness {
   readonly tasks: EngineTasks;
 }
 
-export function engineTasks(options: { maxSlots?: number; registry?: Registry; start?: number } = {}): EngineTasksHarness {
+export function engineTasks(options: { maxSlots?: number; registry?: Registry; start?: number; store?: (clock: ManualClock) => MemoryTaskStore } = {}): EngineTasksHarness {
   const clock = new ManualClock(options.start ?? 0);
   const pool = new StandInPool();
   const maxSlots = options.maxSlots ?? 64;
   const slots = SlotTable.create({ initialSlots: Math.min(64, maxSlots), maxSlots });
   const registry = options.registry ?? new Registry();
   const tasks = new EngineTasks({
+    store: options.store?.(clock) ?? new MemoryTaskStore({ clock }),
     pool: pool as unknown as ThreadPool,
     slots,
     handlers: ['h'],
