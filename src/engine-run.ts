@@ -3,8 +3,13 @@
  * may share one signal (one per request, say), so a signal gets one listener for all of its runs, added once, and
  * each run leaves the signal's set when its outcome is known: nothing is kept for a run that is over.
  */
+import type { BrokerBackend } from './backend/broker-backend.js';
+import { FAILED_QUEUE } from './broker/evaluation.js';
 import type { EvaluationHandle, EvaluationOutcome } from './broker/outcome-waiters.js';
 import { InvalidArgumentError } from './errors.js';
+import type { Logger } from './observability/logger.js';
+import { settle, type MaybePromise } from './tasks/maybe-promise.js';
+import type { WorkerSet } from './workers/worker-set.js';
 
 export interface RunOptions {
   /** Aborting it gives the evaluation up: removed from the broker if not yet dequeued, canceled if in flight. */
@@ -67,4 +72,40 @@ export class AbortWatch {
     done.then(leave, leave);
     return done;
   }
+}
+
+/**
+ * Gives up an evaluation whose caller aborted: removed if not in flight, canceled through its slot (and removed
+ * when its thread lets go) if a worker here holds it. One whose outcome is known (failed, superseded) is left
+ * alone. The broker's answers may be promises; a refusal (the evaluation moved on meanwhile) is logged.
+ */
+export function giveUpEvaluation(broker: BrokerBackend, workers: WorkerSet, logger: Logger, evaluationId: string, cause: unknown): void {
+  const failed = (error: unknown): void => logger.debug({ err: error, evalId: evaluationId }, 'abort of an evaluation refused');
+  const step = <T>(value: () => MaybePromise<T>, next: (value: T) => void): void => {
+    let answer: MaybePromise<T>;
+    try {
+      answer = value();
+    } catch (error) {
+      failed(error);
+      return;
+    }
+    settle(answer, next, failed, failed);
+  };
+  step(
+    () => broker.inspect(evaluationId),
+    (info) => {
+      if (info === undefined || info.queue === FAILED_QUEUE || info.state === 'failed' || info.state === 'cancelable') return;
+      if (info.state !== 'unacked') {
+        step(() => broker.remove(evaluationId, undefined, cause), () => undefined);
+        return;
+      }
+      // No worker holding it: a caller of `engine.broker` dequeued it, and decides with the token it holds.
+      step(
+        () => broker.outstanding(evaluationId),
+        (token) => {
+          if (token !== undefined) workers.abort(evaluationId, token, cause);
+        },
+      );
+    },
+  );
 }

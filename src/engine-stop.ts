@@ -1,6 +1,11 @@
-/** What `Engine.stop()` needs beside the engine: its options, validated, and a grace period on the clock. */
+/**
+ * What `Engine.stop()` needs beside the engine: its options, validated, a grace period on the clock, and the
+ * outcomes nobody here will settle any more.
+ */
+import type { BrokerBackend } from './backend/broker-backend.js';
 import type { Clock } from './clock.js';
-import { InvalidArgumentError } from './errors.js';
+import { InvalidArgumentError, InvalidStateError } from './errors.js';
+import type { TaskScheduler } from './tasks/task-scheduler.js';
 
 /** `stop()`'s grace period, validated: bad options reject the call and leave the engine as it was. */
 export function stopGraceMs(options: unknown): number {
@@ -24,4 +29,20 @@ export async function withinGrace(work: Promise<unknown>, ms: number, clock: Clo
   const result = await Promise.race([work.then(() => true as const), timeout]);
   if (timer !== undefined) clock.clearTimer(timer);
   return result;
+}
+
+/** What is still in the broker, and manual runs still queued, will not be finished by this engine: say so now. */
+export function giveUpOutcomes(broker: BrokerBackend, tasks: TaskScheduler): void {
+  broker.rejectOutcomes(
+    (evaluation) =>
+      new InvalidStateError(`Expected evaluation ${JSON.stringify(evaluation.id)} to be finished, but the engine stopped with it still in the broker`, {
+        details: { evalId: evaluation.id },
+      }),
+  );
+  tasks.rejectForcedRuns(
+    (run) =>
+      new InvalidStateError(`Expected run ${JSON.stringify(run.runId)} of task ${JSON.stringify(run.taskId)} to run, but the engine stopped first`, {
+        details: { taskId: run.taskId, runId: run.runId },
+      }),
+  );
 }

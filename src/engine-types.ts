@@ -1,5 +1,5 @@
 /** The engine's lifecycle states, events and stats shapes. */
-import type { BrokerStats } from './broker/eval-broker.js';
+import type { BrokerStats } from './broker/broker-types.js';
 import type { ModuleLoadError } from './errors.js';
 import type { ThreadExit, ThreadPoolStats } from './pool/thread-pool.js';
 import type { TaskSchedulerStats } from './tasks/scheduler-state.js';
@@ -25,9 +25,10 @@ export interface EngineEvents {
   'engine:module-error': { readonly threadIndex: number; readonly error: ModuleLoadError };
 }
 
-export interface EngineStats {
+/** `engine.stats()`. `S` is what its backend's `broker.stats()` answers (a shared broker may answer a promise). */
+export interface EngineStats<S = BrokerStats> {
   readonly state: EngineStateValue;
-  readonly broker: BrokerStats;
+  readonly broker: S;
   readonly pool: ThreadPoolStats;
   readonly workers: readonly WorkerInfo[];
   readonly plans: { readonly queueDepth: number; readonly stateIndex: number };

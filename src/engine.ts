@@ -1,40 +1,47 @@
 /**
- * `createEngine()`: wires the broker, the state store, the plan applier, the thread pool, the scheduling workers
- * and the task scheduler into one engine with a `start()`/`stop()` lifecycle.
+ * `createEngine()`: wires the backend's broker, state store, plan committer and task store to the thread pool, the
+ * scheduling workers and the task scheduler, into one engine with a `start()`/`stop()` lifecycle.
  */
+import type { Backend } from './backend/backend.js';
+import type { MemoryBackend } from './backend/memory-backend.js';
 import { Backoff } from './backoff.js';
-import { EvalBroker } from './broker/eval-broker.js';
-import { FAILED_QUEUE, type EvaluationInput } from './broker/evaluation.js';
+import type { EvaluationInput } from './broker/evaluation.js';
 import type { EvaluationHandle, EvaluationOutcome } from './broker/outcome-waiters.js';
-import { AbortWatch, runSignal, type RunOptions } from './engine-run.js';
+import { createBackend } from './engine-backend.js';
+import { AbortWatch, giveUpEvaluation, runSignal, type RunOptions } from './engine-run.js';
 import { AbortedError, InvalidArgumentError, InvalidStateError } from './errors.js';
 import { TypedEmitter } from './events.js';
-import { payloadValidator } from './payload-size.js';
-import { resolveEngineOptions, type EngineOptions, type ResolvedEngineOptions } from './options.js';
+import { resolveEngineOptions, type EngineOptions, type EngineOptionsOn, type ResolvedEngineOptions } from './options.js';
 import { ThreadPool } from './pool/thread-pool.js';
 import { SlotTable } from './slots/slot-table.js';
 import { EngineTasks, taskSchedulerOf } from './tasks/engine-tasks.js';
+import { isPromiseLike } from './tasks/maybe-promise.js';
 import type { TaskScheduler } from './tasks/task-scheduler.js';
-import { PlanApplier } from './state/plan-applier.js';
-import { StateStore } from './state/state-store.js';
 import { SchedulingWorker } from './workers/scheduling-worker.js';
 import { WorkerMetrics } from './workers/worker-metrics.js';
 import { WorkerSet } from './workers/worker-set.js';
 import type { EngineWorker } from './workers/worker-view.js';
 import { EngineState, type EngineEvents, type EngineStateValue, type EngineStats, type StopOptions } from './engine-types.js';
-import { stopGraceMs, withinGrace } from './engine-stop.js';
+import { giveUpOutcomes, stopGraceMs, withinGrace } from './engine-stop.js';
 
 export { EngineState, type EngineEvents, type EngineStateValue, type EngineStats, type StopOptions, type WorkerInfo } from './engine-types.js';
 
-export class Engine {
+/**
+ * An engine on backend `B` (the in-memory one unless `createEngine({ backend })` names another): `broker`, `state`,
+ * `plans` and the task store of `tasks` are the backend's parts, with their own types.
+ */
+export class Engine<B extends Backend = MemoryBackend> {
   readonly options: ResolvedEngineOptions;
-  readonly broker: EvalBroker;
-  readonly state: StateStore;
-  readonly plans: PlanApplier;
+  readonly broker: B['broker'];
+  /** The state as this process sees it (its replica), its writes and its change stream. */
+  readonly state: B['state'];
+  /** The one committer of plans, checking each write's version against the committed state. */
+  readonly plans: B['plans'];
   readonly slots: SlotTable;
   /** The task scheduler (InfluxDB-style), running task handlers on the same pool as evaluations. */
-  readonly tasks: EngineTasks;
+  readonly tasks: EngineTasks<B['tasks']>;
   readonly events: TypedEmitter<EngineEvents>;
+  readonly #backend: B;
   /** The scheduler `tasks` composes: its lifecycle is the engine's. */
   readonly #taskScheduler: TaskScheduler;
   readonly #pool: ThreadPool;
@@ -44,30 +51,17 @@ export class Engine {
   #startedAt: number | undefined;
   readonly #aborts = new AbortWatch((id, cause) => this.#abort(id, cause));
 
-  constructor(options: EngineOptions = {}) {
+  constructor(options: EngineOptions | EngineOptionsOn<B> = {}) {
     const o = resolveEngineOptions(options);
     this.options = o;
     const logger = o.logger;
     this.events = new TypedEmitter<EngineEvents>(() => logger);
     this.slots = SlotTable.create({ initialSlots: Math.max(1024, o.workers * 2) });
-    this.state = new StateStore({ tables: o.tables, logger });
-    this.plans = new PlanApplier({
-      state: this.state,
-      registry: o.registry,
-      logger,
-      clock: o.clock,
-      ...(o.evaluatePlan === undefined ? {} : { evaluatePlan: o.evaluatePlan }),
-    });
-    this.broker = new EvalBroker({
-      ...o.broker,
-      clock: o.clock,
-      logger,
-      registry: o.registry,
-      // Only registered types are ever executed: the broker fails any other at enqueue.
-      knownTypes: Object.keys(o.schedulers),
-      extendNackDeadline: this.#workers.extendNackDeadline,
-      validatePayload: payloadValidator(o.maxPayloadBytes),
-    });
+    const backend = createBackend(o) as B;
+    this.#backend = backend;
+    this.broker = backend.broker;
+    this.state = backend.state;
+    this.plans = backend.plans;
     this.#pool = new ThreadPool({
       minThreads: o.threads.min,
       maxThreads: o.threads.max,
@@ -87,6 +81,7 @@ export class Engine {
       onModuleError: (threadIndex, error) => this.events.emit('engine:module-error', { threadIndex, error }),
     });
     this.tasks = new EngineTasks({
+      store: backend.tasks as B['tasks'],
       pool: this.#pool,
       slots: this.slots,
       handlers: Object.keys(o.handlers),
@@ -131,9 +126,9 @@ export class Engine {
   }
 
   /**
-   * Starts the pool threads, the workers and the task ticker; resolves once every thread is ready. Rejects with a
-   * `ModuleLoadError` naming the module when a registered scheduler or handler module cannot be loaded on a thread
-   * (the engine is then stopped).
+   * Opens the backend, then starts the pool threads, the workers and the task ticker; resolves once every thread is
+   * ready. Rejects with a `ModuleLoadError` naming the module when a registered scheduler or handler module cannot
+   * be loaded on a thread, and with the backend's error when it cannot open (the engine is then stopped).
    */
   async start(): Promise<void> {
     if (this.#state !== EngineState.CREATED) {
@@ -141,13 +136,16 @@ export class Engine {
     }
     this.#state = EngineState.STARTING;
     try {
+      // Before the threads: they are seeded from the state's replica, which a shared backend loads here.
+      const opened = this.#backend.open();
+      if (isPromiseLike(opened)) await opened;
       await this.#pool.start();
     } catch (error) {
       // stop() came while the threads booted: it released everything, and the engine stays stopped.
       if (this.#state !== EngineState.STARTING) return;
       // The threads cannot boot: nothing runs. Release what was started; the engine is stopped.
       await this.#pool.stop({ force: true });
-      this.plans.stop();
+      await this.#closeBackend();
       this.#state = EngineState.STOPPED;
       throw error;
     }
@@ -200,30 +198,17 @@ export class Engine {
 
   /**
    * Cancels the evaluation in flight with this id: its scheduler sees `ctx.canceled` (no message needed), and the
-   * evaluation is nacked for redelivery. False when no worker holds it.
+   * evaluation is nacked for redelivery. False when no worker of this engine holds it.
    */
   cancel(evaluationId: string): boolean {
     if (typeof evaluationId !== 'string' || evaluationId === '') {
       throw new InvalidArgumentError('evaluationId', 'a non-empty string', evaluationId);
     }
-    const token = this.broker.outstanding(evaluationId);
-    return token === undefined ? false : this.#workers.cancel(evaluationId, token);
+    return this.#workers.cancelEvaluation(evaluationId);
   }
 
-  /**
-   * Gives up an evaluation whose caller aborted: removed if not in flight, canceled through its slot (and removed
-   * when its thread lets go) if a worker holds it. One whose outcome is known (failed, superseded) is left alone.
-   */
   #abort(evaluationId: string, cause: unknown): void {
-    const info = this.broker.inspect(evaluationId);
-    if (info === undefined || info.queue === FAILED_QUEUE || info.state === 'failed' || info.state === 'cancelable') return;
-    if (info.state !== 'unacked') {
-      this.broker.remove(evaluationId, undefined, cause);
-      return;
-    }
-    const token = this.broker.outstanding(evaluationId)!;
-    // No worker holding it: a caller of `engine.broker` dequeued it, and decides with the token it holds.
-    this.#workers.abort(evaluationId, token, cause);
+    giveUpEvaluation(this.broker, this.#workers, this.options.logger, evaluationId, cause);
   }
 
   pauseWorkers(): void {
@@ -234,10 +219,10 @@ export class Engine {
     this.#workers.resume();
   }
 
-  stats(): EngineStats {
+  stats(): EngineStats<ReturnType<B['broker']['stats']>> {
     return {
       state: this.#state,
-      broker: this.broker.stats(),
+      broker: this.broker.stats() as ReturnType<B['broker']['stats']>,
       pool: this.#pool.stats(),
       workers: this.#workers.infos(),
       plans: { queueDepth: this.plans.depth, stateIndex: this.state.index },
@@ -275,20 +260,10 @@ export class Engine {
     return this.#stopping;
   }
 
-  /** What is still in the broker, and manual runs still queued, will not be finished by this engine: say so now. */
-  #giveUpOutcomes(): void {
-    this.broker.rejectOutcomes(
-      (evaluation) =>
-        new InvalidStateError(`Expected evaluation ${JSON.stringify(evaluation.id)} to be finished, but the engine stopped with it still in the broker`, {
-          details: { evalId: evaluation.id },
-        }),
-    );
-    this.#taskScheduler.rejectForcedRuns(
-      (run) =>
-        new InvalidStateError(`Expected run ${JSON.stringify(run.runId)} of task ${JSON.stringify(run.taskId)} to run, but the engine stopped first`, {
-          details: { taskId: run.taskId, runId: run.runId },
-        }),
-    );
+  /** Closes the backend (in memory: queued plans are rejected), awaiting it only when it answers with a promise. */
+  async #closeBackend(): Promise<void> {
+    const closed = this.#backend.close();
+    if (isPromiseLike(closed)) await closed;
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -300,8 +275,8 @@ export class Engine {
       this.#state = EngineState.STOPPED;
       // Piscina starts the pool's threads when the engine is created: a never-started engine still owns them.
       await this.#pool.stop();
-      this.plans.stop();
-      this.#giveUpOutcomes();
+      await this.#closeBackend();
+      giveUpOutcomes(this.broker, this.#taskScheduler);
       return;
     }
     this.#state = EngineState.STOPPING;
@@ -332,14 +307,19 @@ export class Engine {
     }
     await tasksDone;
     await this.#pool.stop({ force: forced });
-    this.plans.stop();
+    await this.#closeBackend();
     this.#state = EngineState.STOPPED;
-    this.#giveUpOutcomes();
+    giveUpOutcomes(this.broker, this.#taskScheduler);
     this.events.emit('engine:stop', { requeued: this.#workers.givenBack, forced });
   }
 }
 
-/** Creates an engine (validating every option with typed errors); call `start()` to run it. */
-export function createEngine(options: EngineOptions = {}): Engine {
-  return new Engine(options);
+/**
+ * Creates an engine (validating every option with typed errors); call `start()` to run it. Its backend is
+ * `options.backend` (default `memoryBackend()`), and the engine's `broker`, `state` and `plans` have its types.
+ */
+export function createEngine<B extends Backend>(options: EngineOptionsOn<B>): Engine<B>;
+export function createEngine(options?: EngineOptions): Engine;
+export function createEngine(options: EngineOptions | EngineOptionsOn<Backend> = {}): Engine<Backend> {
+  return new Engine<Backend>(options);
 }

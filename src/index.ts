@@ -6,6 +6,8 @@
 // Engine
 export { createEngine, Engine, type EngineEvents, type EngineStats } from './engine.js';
 export type { EngineOptions } from './options.js';
+// The backend an engine runs on (`createEngine({ backend })`): the in-memory default; `tickpool/postgres` has another.
+export { memoryBackend } from './backend/memory-backend.js';
 export type { EvaluationInput } from './broker/evaluation.js';
 export type { EvaluationHandle, EvaluationOutcome } from './broker/outcome-waiters.js';
 

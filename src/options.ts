@@ -6,6 +6,8 @@ import { existsSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { isAbsolute, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { isBackendFactory, type Backend, type BackendFactory } from './backend/backend.js';
+import { memoryBackend, type MemoryBackend } from './backend/memory-backend.js';
 import { resolveBackoffOptions, type BackoffOptions, type ResolvedBackoffOptions } from './backoff.js';
 import type { EvalBrokerOptions } from './broker/broker-options.js';
 import type { Clock } from './clock.js';
@@ -21,6 +23,13 @@ import type { EvaluatePlan } from './state/types.js';
 export type ModuleSpec = string | URL | { readonly module: string | URL; readonly export?: string };
 
 export interface EngineOptions {
+  /**
+   * Where the broker, the state store and the task store live: `memoryBackend()` in this process's memory, or
+   * `postgresBackend({ … })` (`tickpool/postgres`) in a PostgreSQL database that many engine processes share.
+   * Typed here as the in-memory one; `createEngine` takes any backend and types the engine after it.
+   * @default `memoryBackend()`
+   */
+  readonly backend?: BackendFactory<MemoryBackend>;
   /**
    * Pool threads: a count (1..512), or `{ min, max }` to grow under load and shrink when idle.
    * @default `availableParallelism()`
@@ -51,7 +60,7 @@ export interface EngineOptions {
    * Options of the evaluation broker (`clock`, `logger`, `registry` come from the engine).
    * @default `{ nackTimeoutMs: 60000, deliveryLimit: 3, initialNackDelayMs: 1000, subsequentNackDelayMs: 20000, random: Math.random }`
    */
-  readonly broker?: Omit<EvalBrokerOptions, 'clock' | 'logger' | 'registry' | 'extendNackDeadline' | 'validatePayload' | 'knownTypes'>;
+  readonly broker?: Omit<EvalBrokerOptions, 'clock' | 'logger' | 'registry' | 'extendNackDeadline' | 'validatePayload' | 'knownTypes' | 'maxPayloadBytes'>;
   /**
    * How long one dequeue waits before the worker checks for shutdown, ms.
    * @default 500
@@ -132,6 +141,9 @@ export interface EngineOptions {
   readonly clock?: Clock;
 }
 
+/** `EngineOptions` on another backend: the engine's `broker`, `state` and `plans` are typed after `B`. */
+export type EngineOptionsOn<B extends Backend> = Omit<EngineOptions, 'backend'> & { readonly backend: BackendFactory<B> };
+
 /** Defaults. `threads` and `workers` depend on the machine; see `defaultThreads` and `defaultWorkers`. */
 export const engineDefaults = Object.freeze({
   dequeueTimeoutMs: 500,
@@ -152,6 +164,7 @@ export function defaultThreads(): number {
 }
 
 export interface ResolvedEngineOptions {
+  readonly backend: BackendFactory;
   readonly threads: { readonly min: number; readonly max: number };
   readonly workers: number;
   readonly schedulers: Readonly<Record<string, ModuleRef>>;
@@ -273,12 +286,12 @@ function object(key: string, value: unknown): Record<string, unknown> | undefine
 }
 
 const knownKeys: readonly string[] = [
-  'threads', 'workers', 'schedulers', 'handlers', 'backoff', 'broker', 'dequeueTimeoutMs', 'syncLimitMs', 'maxPlanAttempts',
+  'backend', 'threads', 'workers', 'schedulers', 'handlers', 'backoff', 'broker', 'dequeueTimeoutMs', 'syncLimitMs', 'maxPlanAttempts',
   'cancelGraceMs', 'batchSize', 'idleTimeoutMs', 'idleSpinUs', 'tables', 'evaluatePlan', 'tickMs', 'resourceLimits', 'maxPayloadBytes',
   'logger', 'registry', 'clock',
 ];
 
-/** What `broker` may set: the engine supplies the broker's clock, logger, registry, its two hooks and its known types itself. */
+/** What `broker` may set: the engine supplies the broker's clock, logger, registry, its known types and payload limit itself. */
 const brokerKeys: readonly string[] = ['nackTimeoutMs', 'deliveryLimit', 'initialNackDelayMs', 'subsequentNackDelayMs', 'random'];
 
 /** Validates `createEngine` options (typed errors naming the option) and fills in every default. */
@@ -288,6 +301,10 @@ export function resolveEngineOptions(options: unknown): ResolvedEngineOptions {
   const broker = object('broker', o['broker']) ?? {};
   assertKnownKeys('broker', broker, brokerKeys);
   const d = engineDefaults;
+  const backend = o['backend'] ?? memoryBackend();
+  if (!isBackendFactory(backend)) {
+    throw new InvalidOptionError('backend', 'a backend such as memoryBackend() or postgresBackend({ … }) ({ name, create(context) })', backend);
+  }
   const threads = resolveThreads(o['threads']);
   const workers = integer(o, 'workers', 1, 100_000, threads.max * d.workersPerThread);
   const tables = o['tables'] ?? [];
@@ -316,6 +333,7 @@ export function resolveEngineOptions(options: unknown): ResolvedEngineOptions {
     }
   }
   return {
+    backend,
     threads,
     workers,
     schedulers: resolveModules('schedulers', o['schedulers']),

@@ -25,7 +25,7 @@ import type { TypedEmitter } from '../events.js';
 import type { Evaluation, EvaluationInput } from '../broker/evaluation.js';
 import type { AckResult, EvaluationHandle } from '../broker/outcome-waiters.js';
 import type { BrokerEvents } from '../broker/broker-events.js';
-import type { BrokerStats, Delivery, EvaluationInfo } from '../broker/eval-broker.js';
+import type { BrokerStats, Delivery, EvaluationInfo } from '../broker/broker-types.js';
 import type { MaybePromise } from '../tasks/maybe-promise.js';
 
 /** One delivery of one evaluation, as the fence of a plan commit or an ack names it. */

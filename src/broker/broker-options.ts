@@ -3,6 +3,7 @@ import { InvalidOptionError } from '../errors.js';
 import { createDefaultLogger, isLogger, type Logger } from '../observability/logger.js';
 import { isRegistry, Registry } from '../observability/metrics.js';
 import { assertKnownKeys, clockOption } from '../option-checks.js';
+import { payloadValidator } from '../payload-size.js';
 
 export interface EvalBrokerOptions {
   /** How long a delivery may stay unacked before the broker nacks it, ms. Default 60000. */
@@ -27,15 +28,22 @@ export interface EvalBrokerOptions {
    * delivery's work started, or last showed progress) moves the deadline to `t + nackTimeoutMs`, and nacks if that
    * is not after now. The engine answers from shared memory: heartbeats its threads write, and whether the
    * delivery's scheduler has started at all, since a deadline counts from the start of the work, not from the
-   * dequeue. It must not call back into the broker; a throw counts as false.
+   * dequeue. It must not call back into the broker; a throw counts as false. A keeper registered with
+   * `keepLeases` is asked instead.
    */
   readonly extendNackDeadline?: ExtendNackDeadline;
   /**
    * Checks an evaluation's payload at enqueue; throw a `TickpoolError` to reject the evaluation. Default: the
-   * payload must survive `structuredClone`. The engine checks cloneability and `maxPayloadBytes` with one
-   * serialization here, so that every enqueue — through the engine or its broker — is held to both.
+   * payload must survive `structuredClone` (and fit `maxPayloadBytes`, when set).
    */
   readonly validatePayload?: (payload: unknown) => void;
+  /**
+   * Largest payload admitted at enqueue, bytes of its structured-clone serialization: a larger one throws
+   * `PayloadTooLargeError`. Cloneability and size are checked with one serialization. With `validatePayload` as
+   * well, that runs first. Default: no limit. The engine passes its `maxPayloadBytes`, so that every enqueue —
+   * through the engine or its broker — is held to it.
+   */
+  readonly maxPayloadBytes?: number;
   /**
    * The evaluation types anything will ever run. An evaluation of another type is failed where it is admitted, at
    * `enqueue`: it goes to `_failed` with `UnknownSchedulerError` (its `done` rejects; `enqueue` still returns its
@@ -57,7 +65,9 @@ export interface ResolvedEvalBrokerOptions {
   readonly registry: Registry;
   readonly random: () => number;
   readonly extendNackDeadline: ExtendNackDeadline | undefined;
+  /** The payload check, `maxPayloadBytes` included. */
   readonly validatePayload: ((payload: unknown) => void) | undefined;
+  readonly maxPayloadBytes: number | undefined;
   /** Undefined: every type is admitted. */
   readonly knownTypes: ReadonlySet<string> | undefined;
 }
@@ -79,7 +89,7 @@ export function resolveEvalBrokerOptions(options: unknown): ResolvedEvalBrokerOp
   const o = options as Record<string, unknown>;
   assertKnownKeys('broker', o, [
     'nackTimeoutMs', 'deliveryLimit', 'initialNackDelayMs', 'subsequentNackDelayMs', 'clock', 'logger', 'registry', 'random',
-    'extendNackDeadline', 'validatePayload', 'knownTypes',
+    'extendNackDeadline', 'validatePayload', 'maxPayloadBytes', 'knownTypes',
   ]);
   const number = (key: keyof typeof evalBrokerDefaults, check: (n: number) => boolean, expected: string): number => {
     const value = o[key] ?? evalBrokerDefaults[key];
@@ -109,8 +119,13 @@ export function resolveEvalBrokerOptions(options: unknown): ResolvedEvalBrokerOp
   if (validatePayload !== undefined && typeof validatePayload !== 'function') {
     throw new InvalidOptionError('broker.validatePayload', 'a function (payload) => void or undefined', validatePayload);
   }
+  const maxPayloadBytes = o['maxPayloadBytes'];
+  if (maxPayloadBytes !== undefined && (!Number.isSafeInteger(maxPayloadBytes) || (maxPayloadBytes as number) < 1)) {
+    throw new InvalidOptionError('broker.maxPayloadBytes', 'an integer number of bytes >= 1, or undefined', maxPayloadBytes);
+  }
   return {
-    validatePayload: validatePayload as ResolvedEvalBrokerOptions['validatePayload'],
+    validatePayload: payloadCheck(validatePayload as ((payload: unknown) => void) | undefined, maxPayloadBytes as number | undefined),
+    maxPayloadBytes: maxPayloadBytes as number | undefined,
     knownTypes: knownTypesOption(o['knownTypes']),
     nackTimeoutMs,
     deliveryLimit,
@@ -121,6 +136,17 @@ export function resolveEvalBrokerOptions(options: unknown): ResolvedEvalBrokerOp
     registry,
     random: random as () => number,
     extendNackDeadline: extend as ResolvedEvalBrokerOptions['extendNackDeadline'],
+  };
+}
+
+/** The one payload check of an enqueue: the user's, then the size limit (which also proves cloneability). */
+function payloadCheck(validate: ((payload: unknown) => void) | undefined, maxBytes: number | undefined): ((payload: unknown) => void) | undefined {
+  if (maxBytes === undefined) return validate;
+  const fits = payloadValidator(maxBytes);
+  if (validate === undefined) return fits;
+  return (payload) => {
+    validate(payload);
+    fits(payload);
   };
 }
 

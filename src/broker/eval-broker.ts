@@ -21,38 +21,12 @@ import { resolveEvalBrokerOptions, type EvalBrokerOptions, type ResolvedEvalBrok
 import { DeadlineQueue, type DeadlineNode } from './deadline-queue.js';
 import { assertEvaluation, FAILED_QUEUE, nackDelayMs, withEvaluationDefaults, type Evaluation, type EvaluationInput, type EvaluationState } from './evaluation.js';
 import type { AckResult, EvaluationHandle } from './outcome-waiters.js';
+import type { BrokerBackend, DequeueCallback, LeaseKeeper } from '../backend/broker-backend.js';
 import { PriorityHeap } from './priority-heap.js';
 
-/** What a dequeue hands out: the evaluation and the token that ack/nack must present. */
-export interface Delivery {
-  readonly evaluation: Evaluation;
-  readonly token: string;
-}
+import type { BrokerStats, Delivery, EvaluationInfo, SchedulerStats } from './broker-types.js';
 
-export interface SchedulerStats {
-  readonly ready: number;
-  readonly unacked: number;
-}
-
-/**
- * Counts by state. Every evaluation the broker holds is in exactly one of ready, pending, unacked, waiting,
- * failed and cancelable. `totalReady` excludes `_failed` (that is `totalFailed`); an evaluation dequeued from
- * `_failed` counts as unacked. `byScheduler` includes `_failed` once it has been used.
- */
-export interface BrokerStats extends BrokerGaugeSnapshot {
-  readonly byScheduler: Readonly<Record<string, SchedulerStats>>;
-}
-
-/** Where one evaluation is, for diagnostics and tests (`EvalBroker.inspect`). */
-export interface EvaluationInfo {
-  readonly state: EvaluationState;
-  /** The queue it is ready or unacked in (its type or `_failed`). */
-  readonly queue: string | undefined;
-  /** Deliveries from its scheduler queue so far. */
-  readonly deliveries: number;
-  /** Whether it holds its job's one ready-or-unacked slot. */
-  readonly holdsJobSlot: boolean;
-}
+export type { BrokerStats, Delivery, EvaluationInfo, SchedulerStats } from './broker-types.js';
 
 /**
  * A dequeue waiting for work. Its timeout lives in the broker's waiter deadline queue (one clock timer for all of
@@ -73,9 +47,6 @@ class Waiter implements DeadlineNode {
     this.callback = callback;
   }
 }
-
-/** How `dequeueWith` answers: an error, or a delivery (`undefined` on timeout). */
-type DequeueCallback = (error: Error | undefined, delivery: Delivery | undefined) => void;
 
 function assertId(name: string, value: unknown): asserts value is string {
   if (typeof value !== 'string' || value.length === 0) throw new InvalidArgumentError(name, 'a non-empty string', value);
@@ -143,10 +114,11 @@ function assertAckResult(result: unknown): asserts result is AckResult {
  * - A nack re-enqueues after `nackDelayMs(deliveries)`; at `deliveryLimit` deliveries it goes to `_failed`.
  * - All deadlines and delays share one `DeadlineQueue` with one clock timer.
  *
- * Single-threaded: every method runs to completion, so there are no locks. Listeners of `events` and
- * `extendNackDeadline` run synchronously inside broker calls.
+ * Single-threaded: every method runs to completion, so there are no locks. Listeners of `events`, the lease keeper
+ * and `extendNackDeadline` run synchronously inside broker calls. The in-memory `BrokerBackend`: every method
+ * answers synchronously.
  */
-export class EvalBroker {
+export class EvalBroker implements BrokerBackend {
   readonly #options: ResolvedEvalBrokerOptions;
   readonly #clock: Clock;
   readonly #logger: Logger;
@@ -157,6 +129,8 @@ export class EvalBroker {
 
   #enabled = true;
   #paused = false;
+  /** Asked before a nack deadline fires (`keepLeases`); `extendNackDeadline` is asked when there is none. */
+  #keeper: LeaseKeeper | undefined;
 
   /** Every evaluation the broker holds, by id (dedupes enqueue). */
   readonly #evals = new Map<string, Entry>();
@@ -304,6 +278,28 @@ export class EvalBroker {
   dequeue(types: readonly string[], timeoutMs: number, signal?: AbortSignal): Promise<Delivery | undefined> {
     return new Promise<Delivery | undefined>((resolve, reject) => {
       this.dequeueWith(types, timeoutMs, signal, (error, delivery) => (error === undefined ? resolve(delivery) : reject(error)));
+    });
+  }
+
+  /**
+   * Up to `max` deliveries: waits up to `timeoutMs` (0 = forever) for the first as `dequeue` does, then takes what
+   * else is ready across `types` at that moment, best first. Resolves with none on timeout; rejects as `dequeue`.
+   */
+  dequeueMany(types: readonly string[], max: number, timeoutMs: number, signal?: AbortSignal): Promise<Delivery[]> {
+    if (!Number.isSafeInteger(max) || max < 1) return Promise.reject(new InvalidArgumentError('max', 'an integer >= 1', max));
+    return new Promise<Delivery[]>((resolve, reject) => {
+      this.dequeueWith(types, timeoutMs, signal, (error, first) => {
+        if (error !== undefined) return reject(error);
+        if (first === undefined) return resolve([]);
+        const batch = [first];
+        // The first may have come inside the call that made it ready: the rest is whatever is ready now.
+        while (batch.length < max && this.#enabled && !this.#paused) {
+          const queue = this.#pick(types);
+          if (queue === undefined) break;
+          batch.push(this.#deliver(queue));
+        }
+        resolve(batch);
+      });
     });
   }
 
@@ -470,6 +466,26 @@ export class EvalBroker {
   outstanding(id: string): string | undefined {
     const entry = this.#evals.get(id);
     return entry !== undefined && entry.state === EntryState.Unacked ? entry.token : undefined;
+  }
+
+  /**
+   * Registers who is asked when a nack deadline is about to fire (see `LeaseKeeper`), in place of the
+   * `extendNackDeadline` option; `undefined` goes back to that option.
+   */
+  keepLeases(keeper: LeaseKeeper | undefined): void {
+    const k: unknown = keeper;
+    if (k !== undefined && (k === null || typeof k !== 'object' || typeof (k as LeaseKeeper).leaseProgress !== 'function')) {
+      throw new InvalidArgumentError('keeper', 'a LeaseKeeper { leaseProgress(evaluationId, token) } or undefined', keeper);
+    }
+    this.#keeper = keeper;
+  }
+
+  /**
+   * Throws the typed refusal (`TokenMismatchError`, `NackTimeoutReachedError`, `EvalNotOutstandingError`) unless
+   * `token` is the evaluation's current delivery: the fence of a plan commit.
+   */
+  assertCurrent(id: string, token: string): void {
+    this.#outstanding(id, token);
   }
 
   /** Restarts the nack deadline of a delivery (a heartbeat). No-op while its nack timeout is paused. */
@@ -882,13 +898,14 @@ export class EvalBroker {
 
   /** The deadline `extendNackDeadline` asks for, or undefined to let this one fire. */
   #extendedDeadline(entry: Entry, now: number): number | undefined {
+    const keeper = this.#keeper;
     const extend = this.#options.extendNackDeadline;
-    if (extend === undefined) return undefined;
+    if (keeper === undefined && extend === undefined) return undefined;
     let answer: boolean | number;
     try {
-      answer = extend(entry.id, entry.token);
+      answer = keeper !== undefined ? keeper.leaseProgress(entry.id, entry.token) : extend!(entry.id, entry.token);
     } catch (error) {
-      this.#logger.warn({ err: error, evalId: entry.id }, 'extendNackDeadline threw; nacking');
+      this.#logger.warn({ err: error, evalId: entry.id }, 'the lease keeper threw; nacking');
       return undefined;
     }
     if (answer === true) return now + this.#options.nackTimeoutMs;

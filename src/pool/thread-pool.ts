@@ -48,7 +48,7 @@ import type { Logger } from '../observability/logger.js';
 import { ThreadLogSink, type ThreadLog } from '../observability/thread-log-sink.js';
 import { SlotState, ThreadPhase } from '../slots/slot-layout.js';
 import type { SlotTable } from '../slots/slot-table.js';
-import type { StateStore } from '../state/state-store.js';
+import type { ChangeFeed } from '../backend/state-backend.js';
 import type { ChangeSet } from '../state/types.js';
 import { CostModel, type CostEstimate } from './cost-model.js';
 import type { ItemOutcome, MainToThread, ModuleLoadFailure, ModuleRef, ResultMessage, SequencedItem, ThreadInit, ThreadToMain, WorkItem } from '../protocol/messages.js';
@@ -84,7 +84,8 @@ export interface ThreadPoolOptions {
   readonly minThreads: number;
   readonly maxThreads: number;
   readonly slots: SlotTable;
-  readonly state: StateStore;
+  /** The state's change stream: this process's replica, which seeds and feeds the threads' replicas. */
+  readonly state: ChangeFeed;
   readonly schedulers: Readonly<Record<string, ModuleRef>>;
   readonly handlers: Readonly<Record<string, ModuleRef>>;
   readonly clock: Clock;

@@ -1,5 +1,6 @@
+import type { PlanBackend, PlanDelivery, PlanOutcome } from '../backend/state-backend.js';
 import type { Clock } from '../clock.js';
-import { describeValue, InvalidOptionError, InvalidStateError, UserCodeError } from '../errors.js';
+import { describeValue, InvalidArgumentError, InvalidOptionError, InvalidStateError, UserCodeError } from '../errors.js';
 import { createDefaultLogger, isLogger, type Logger } from '../observability/logger.js';
 import { isRegistry, Registry } from '../observability/metrics.js';
 import { planMetrics, type PlanMetrics } from './plan-metrics.js';
@@ -20,10 +21,22 @@ export interface PlanApplierOptions {
    * millisecond clock would record zeros; inject a `ManualClock` to make the observed durations deterministic.
    */
   readonly clock?: Clock;
+  /**
+   * Who says whether a plan's delivery is still current (the broker: `EvalBroker.assertCurrent`). A plan submitted
+   * with its delivery is checked here right before its version check, in the same synchronous apply: one whose
+   * delivery is no longer current commits nothing. Without a fence, a plan's delivery is not checked.
+   */
+  readonly fence?: DeliveryFence;
+}
+
+/** Throws the broker's typed refusal unless `token` is the evaluation's current delivery. */
+export interface DeliveryFence {
+  assertCurrent(evaluationId: string, token: string): void;
 }
 
 interface Pending extends Queued {
   readonly checked: CheckedPlan;
+  readonly delivery: PlanDelivery | undefined;
   readonly resolve: (result: PlanResult) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -35,11 +48,13 @@ interface Pending extends Queued {
  * submitting code yields: plans submitted in the same tick are therefore ordered by priority, not by call order.
  * Applying a plan is synchronous (version check, `evaluatePlan`, one transaction), so no other write can slip in
  * between the check of a plan and its commit. This is what makes the optimistic concurrency of the schedulers safe:
- * a write commits only if the record still has the `modifyIndex` the scheduler read.
+ * a write commits only if the record still has the `modifyIndex` the scheduler read. The in-memory `PlanBackend`;
+ * it never acks in the commit (`PlanOutcome.acked` is absent): the worker acks once the plan has committed.
  */
-export class PlanApplier {
+export class PlanApplier implements PlanBackend {
   readonly #state: StateStore;
   readonly #evaluate: EvaluatePlan | undefined;
+  readonly #fence: DeliveryFence | undefined;
   readonly #metrics: PlanMetrics;
   readonly #logger: Logger;
   readonly #seconds: () => number;
@@ -50,7 +65,7 @@ export class PlanApplier {
 
   constructor(options: PlanApplierOptions) {
     if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'an object with `state`', options);
-    const { state, evaluatePlan, registry, logger, clock } = options;
+    const { state, evaluatePlan, registry, logger, clock, fence } = options;
     if (!(state instanceof StateStore)) throw new InvalidOptionError('state', 'a StateStore', state);
     if (evaluatePlan !== undefined && typeof evaluatePlan !== 'function') {
       throw new InvalidOptionError('evaluatePlan', 'a function `(snapshot, plan) => writesToReject | undefined`', evaluatePlan);
@@ -60,8 +75,12 @@ export class PlanApplier {
     if (clock !== undefined && (clock === null || typeof clock !== 'object' || typeof clock.now !== 'function')) {
       throw new InvalidOptionError('clock', 'a Clock', clock);
     }
+    if (fence !== undefined && (fence === null || typeof fence !== 'object' || typeof fence.assertCurrent !== 'function')) {
+      throw new InvalidOptionError('fence', 'a DeliveryFence { assertCurrent(evaluationId, token) } or undefined', fence);
+    }
     this.#state = state;
     this.#evaluate = evaluatePlan;
+    this.#fence = fence;
     this.#logger = logger ?? createDefaultLogger('tickpool:plan-applier');
     this.#seconds = clock === undefined ? () => performance.now() / 1000 : () => clock.now() / 1000;
     this.#metrics = planMetrics(registry ?? new Registry());
@@ -76,19 +95,21 @@ export class PlanApplier {
   /**
    * Queues a plan and resolves with what was committed. A malformed plan (`InvalidPlanError`, `UnknownTableError`)
    * or a stopped applier (`InvalidStateError`) gives an already rejected promise and queues nothing. A throwing
-   * `evaluatePlan` rejects this submission with `UserCodeError`, commits nothing, and the applier carries on.
+   * `evaluatePlan` rejects this submission with `UserCodeError`, commits nothing, and the applier carries on. With
+   * `delivery`, the fence checks it at apply time: one no longer current rejects with the broker's refusal.
    */
-  submit(plan: Plan): Promise<PlanResult> {
+  submit(plan: Plan, delivery?: PlanDelivery): Promise<PlanOutcome> {
     if (this.#stopped) return Promise.reject(stoppedError());
     let checked: CheckedPlan;
     try {
       checked = checkPlan(plan, this.#state.tables());
+      if (delivery !== undefined) checkDelivery(delivery);
     } catch (error) {
       return Promise.reject(error);
     }
     this.#metrics.submitted.inc();
     return new Promise<PlanResult>((resolve, reject) => {
-      this.#queue.push({ priority: checked.priority, seq: this.#seq++, checked, resolve, reject });
+      this.#queue.push({ priority: checked.priority, seq: this.#seq++, checked, delivery, resolve, reject });
       if (!this.#scheduled) {
         this.#scheduled = true;
         queueMicrotask(() => this.#drain());
@@ -109,6 +130,14 @@ export class PlanApplier {
       while (!this.#stopped) {
         const next = this.#queue.pop();
         if (next === undefined) break;
+        try {
+          if (next.delivery !== undefined) this.#fence?.assertCurrent(next.delivery.evaluationId, next.delivery.token);
+        } catch (error) {
+          // The evaluation belongs to its redelivery now: not a failure of the applier.
+          this.#logger.debug({ err: error, evalId: next.delivery!.evaluationId }, 'plan of a stale delivery not applied');
+          next.reject(error);
+          continue;
+        }
         try {
           next.resolve(this.#apply(next.checked));
         } catch (error) {
@@ -235,6 +264,13 @@ export class PlanApplier {
       }
     }
     return count;
+  }
+}
+
+function checkDelivery(delivery: unknown): void {
+  const d = delivery as Partial<PlanDelivery> | null;
+  if (d === null || typeof d !== 'object' || typeof d.evaluationId !== 'string' || d.evaluationId === '' || typeof d.token !== 'string') {
+    throw new InvalidArgumentError('delivery', 'a delivery { evaluationId, token } or undefined', delivery);
   }
 }
 

@@ -1,4 +1,5 @@
-import { InvalidArgumentError, InvalidOptionError, InvalidStateError } from '../errors.js';
+import type { StateBackend } from '../backend/state-backend.js';
+import { AbortedError, InvalidArgumentError, InvalidOptionError, InvalidStateError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import { createDefaultLogger, isLogger, type Logger } from '../observability/logger.js';
 import { ChangeHistory } from './change-history.js';
@@ -23,9 +24,10 @@ interface StoreEvents {
 
 /**
  * The main thread's versioned state: named tables of records. Each write transaction that changes something commits
- * at the next index and goes out on the change stream; snapshots are immutable and cost O(1).
+ * at the next index and goes out on the change stream; snapshots are immutable and cost O(1). The in-memory
+ * `StateBackend`: the store is its own replica, and every method answers synchronously.
  */
-export class StateStore {
+export class StateStore implements StateBackend {
   readonly #names: readonly string[];
   readonly #history: ChangeHistory;
   readonly #events: TypedEmitter<StoreEvents>;
@@ -113,6 +115,31 @@ export class StateStore {
   onChange(listener: (change: ChangeSet) => void): () => void {
     if (typeof listener !== 'function') throw new InvalidArgumentError('listener', 'a function', listener);
     return this.#events.on('state:change', listener);
+  }
+
+  /**
+   * Resolves once the store is at `index` or beyond: `undefined` at once when it already is (nothing to wait for,
+   * no promise), else a promise settled by the commit that reaches it, or rejected with `AbortedError` when `signal`
+   * aborts. Throws `InvalidArgumentError` for an index that is not an integer >= 0.
+   */
+  waitForIndex(index: number, signal?: AbortSignal): Promise<void> | undefined {
+    if (!Number.isSafeInteger(index) || index < 0) throw new InvalidArgumentError('index', 'an integer >= 0', index);
+    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidArgumentError('signal', 'an AbortSignal or undefined', signal);
+    if (index <= this.#version.index) return undefined;
+    if (signal?.aborted === true) return Promise.reject(new AbortedError('waitForIndex', { cause: signal.reason }));
+    return new Promise<void>((resolve, reject) => {
+      const onAbort = (): void => {
+        unsubscribe();
+        reject(new AbortedError('waitForIndex', { cause: signal!.reason }));
+      };
+      const unsubscribe = this.onChange((change) => {
+        if (change.index < index) return;
+        unsubscribe();
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      });
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
   }
 
   /**

@@ -1,10 +1,11 @@
 /**
- * `engine.tasks`: the engine's task scheduler, on the engine's pool and slot table, with an in-memory task store
- * (`MemoryDesiredState`), a queryable run log (`MemoryRunLog`) and the `PoolExecutor`. A face over a
+ * `engine.tasks`: the engine's task scheduler, on the engine's pool and slot table, with the backend's task store
+ * (in memory: `MemoryDesiredState` and the queryable `MemoryRunLog`) and the `PoolExecutor`. A face over a
  * `TaskScheduler` it owns rather than a subclass of one: tasks come and go only through `add`/`remove`, which store
  * and claim (or release and delete) in one call, so a claim without a stored task (or the reverse) cannot happen,
  * and the scheduler's lifecycle (`tick`, `start`, `stop`) stays the engine's.
  */
+import type { TaskBackend } from '../backend/task-backend.js';
 import type { ResolvedBackoffOptions } from '../backoff.js';
 import type { Clock } from '../clock.js';
 import type { TypedEmitter } from '../events.js';
@@ -13,16 +14,18 @@ import type { Logger } from '../observability/logger.js';
 import type { Registry } from '../observability/metrics.js';
 import type { ThreadPool } from '../pool/thread-pool.js';
 import type { SlotTable } from '../slots/slot-table.js';
-import { MemoryDesiredState, putTaskUndoably } from './memory-desired-state.js';
-import { MemoryRunLog } from './memory-run-log.js';
+import type { MemoryTaskStore } from './memory-task-store.js';
 import { PoolExecutor } from './pool-executor.js';
 import type { TaskSchedulerEvents } from './scheduler-events.js';
 import type { Task, TaskInput, TaskMeta } from './task.js';
 import { TaskScheduler } from './task-scheduler.js';
 import type { SchedulerStateValue, TaskSchedulerStats, TaskStats } from './scheduler-state.js';
 import type { ForcedRun } from './types.js';
+import { isPromiseLike } from './maybe-promise.js';
 
-export interface EngineTasksOptions {
+export interface EngineTasksOptions<T extends TaskBackend> {
+  /** Where tasks, their runs and the run log are kept. */
+  readonly store: T;
   readonly pool: ThreadPool;
   readonly slots: SlotTable;
   readonly handlers: readonly string[];
@@ -34,27 +37,27 @@ export interface EngineTasksOptions {
 }
 
 /** The scheduler behind each `EngineTasks`, for the engine that drives its lifecycle. */
-const schedulers = new WeakMap<EngineTasks, TaskScheduler>();
+const schedulers = new WeakMap<EngineTasks<TaskBackend>, TaskScheduler>();
 
 /** The `TaskScheduler` an `EngineTasks` composes (the engine starts and stops it). */
-export function taskSchedulerOf(tasks: EngineTasks): TaskScheduler {
+export function taskSchedulerOf(tasks: EngineTasks<TaskBackend>): TaskScheduler {
   return schedulers.get(tasks)!;
 }
 
-export class EngineTasks {
+export class EngineTasks<T extends TaskBackend = MemoryTaskStore> {
   readonly #scheduler: TaskScheduler;
+  readonly #store: T;
   /** The task store: what `add` stored, with each task's progress. */
-  readonly desiredState: MemoryDesiredState;
-  /** Every run's history (`runLog.runs(taskId)`). */
-  readonly runLog: MemoryRunLog;
+  readonly desiredState: T['desiredState'];
+  /** Every run's history (in memory: `runLog.runs(taskId)`). */
+  readonly runLog: T['runLog'];
 
-  constructor(options: EngineTasksOptions) {
-    const desiredState = new MemoryDesiredState({ clock: options.clock });
-    const runLog = new MemoryRunLog();
+  constructor(options: EngineTasksOptions<T>) {
+    const store = options.store;
     this.#scheduler = new TaskScheduler({
-      desiredState,
+      desiredState: store.desiredState,
       executor: new PoolExecutor({ pool: options.pool, handlers: options.handlers, registry: options.registry }),
-      logWriter: runLog,
+      logWriter: store.runLog,
       clock: options.clock,
       logger: options.logger,
       registry: options.registry,
@@ -62,8 +65,9 @@ export class EngineTasks {
       backoff: options.backoff,
       tickMs: options.tickMs,
     });
-    this.desiredState = desiredState;
-    this.runLog = runLog;
+    this.#store = store;
+    this.desiredState = store.desiredState;
+    this.runLog = store.runLog;
     schedulers.set(this, this.#scheduler);
   }
 
@@ -91,7 +95,7 @@ export class EngineTasks {
   add(task: TaskInput, meta?: TaskMeta): Task {
     const id = (task as { id?: unknown } | null | undefined)?.id;
     if (typeof id === 'string' && this.#scheduler.taskStats(id)?.state === 'claimed') throw new TaskAlreadyClaimedError(id);
-    const put = putTaskUndoably(this.desiredState, task, meta);
+    const put = this.#store.storeTask(task, meta);
     try {
       this.#scheduler.claimTask(put.task, meta);
     } catch (error) {
@@ -109,9 +113,10 @@ export class EngineTasks {
    */
   remove(taskId: string): Promise<void> {
     const stopped = this.#scheduler.releaseTask(taskId);
-    this.desiredState.deleteTask(taskId);
+    const deleted = this.#store.deleteTask(taskId);
     this.#scheduler.rejectForcedRuns((run) => new RunCanceledError(run.taskId, run.runId), taskId);
-    return stopped;
+    // A store that deletes asynchronously: resolved once both the runs stopped and the task is gone.
+    return isPromiseLike(deleted) ? Promise.all([stopped, deleted]).then(() => undefined) : stopped;
   }
 
   /**

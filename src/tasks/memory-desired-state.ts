@@ -1,3 +1,4 @@
+import type { StoredTask } from '../backend/task-backend.js';
 import type { Clock } from '../clock.js';
 import { DuplicateRunError, InvalidArgumentError, RunNotYetDueError, TaskNotFoundError } from '../errors.js';
 import { planNextRun } from './catch-up.js';
@@ -32,17 +33,11 @@ export interface TaskProgress {
   readonly running: number;
 }
 
-/** A `putTask` that can be taken back: the stored task, and what puts the store back as it was before. */
-export interface UndoablePut {
-  readonly task: Task;
-  undo(): void;
-}
-
 /**
- * `putTask`, and a way back: `EngineTasks.add` stores, then claims, and a claim that fails must leave the store as
+ * `putTask`, and a way back: `EngineTasks.add` stores (through `MemoryTaskStore.storeTask`), then claims, and a claim that fails must leave the store as
  * it was. Internal to `src/tasks` (not re-exported): the public face stays `putTask`/`deleteTask`.
  */
-export let putTaskUndoably: (store: MemoryDesiredState, task: unknown, meta?: unknown) => UndoablePut;
+export let putTaskUndoably: (store: MemoryDesiredState, task: unknown, meta?: unknown) => StoredTask;
 
 /**
  * The in-memory desired state and task store: InfluxDB's `StoreTaskMeta` logic (`CreateNextRun`, `FinishRun`,
@@ -113,7 +108,7 @@ export class MemoryDesiredState implements DesiredState {
    * `putTask`, remembering what it replaces. `undo` removes a task that was new, or puts back a replaced one with
    * its schedule and progress (`putTask` leaves runs alone); it does nothing once the entry has changed again.
    */
-  #putUndoably(task: unknown, meta: unknown): UndoablePut {
+  #putUndoably(task: unknown, meta: unknown): StoredTask {
     const valid = validateTask(task); // putTask takes a validated task as is
     const id = valid.id;
     const index = this.#ids.get(id);

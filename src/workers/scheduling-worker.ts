@@ -1,12 +1,18 @@
 /**
- * A scheduling worker: the seed's `Worker.run` loop on the main thread. Dequeue (backoff on errors, reset on
+ * A scheduling worker: Nomad's `worker.go` `run` loop on the main thread. Dequeue (backoff on errors, reset on
  * success) → on shutdown nack and exit → dispatch to the pool, where the thread waits for its replica to reach
- * the evaluation's index and runs the scheduler → submit the plan; re-run against the refreshed state while the
- * plan is partly rejected → ack on success, nack on error. A worker holds one slot of the slot table; the thread
- * reads cancel and writes heartbeats there.
+ * the evaluation's index and runs the scheduler → submit the plan (`SubmitPlan`), fenced by the delivery; re-run
+ * against the refreshed state while the plan is partly rejected → ack on success, nack on error. A worker holds one
+ * slot of the slot table; the thread reads cancel and writes heartbeats there.
+ *
+ * It talks to the broker and the plan committer through the backend seams only. Their answers may be promises (a
+ * durable backend); the worker awaits one only where it is one, so the in-memory path from a delivery to its ack
+ * has no `await` beyond the pool's.
  */
+import type { BrokerBackend } from '../backend/broker-backend.js';
+import type { ChangeFeed, PlanBackend, PlanOutcome } from '../backend/state-backend.js';
 import { Backoff } from '../backoff.js';
-import type { Delivery, EvalBroker } from '../broker/eval-broker.js';
+import type { Delivery } from '../broker/broker-types.js';
 import type { Evaluation } from '../broker/evaluation.js';
 import type { Clock } from '../clock.js';
 import {
@@ -15,26 +21,25 @@ import {
   InvalidPlanError,
   InvalidStateError,
   PlanAttemptsExhaustedError,
-  type TickpoolError,
+  TickpoolError,
 } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { StartObserver, ThreadPool } from '../pool/thread-pool.js';
 import type { WireEvaluation } from '../protocol/messages.js';
 import { SlotState, ThreadPhase } from '../slots/slot-layout.js';
 import type { SlotTable } from '../slots/slot-table.js';
-import type { PlanApplier } from '../state/plan-applier.js';
-import type { StateStore } from '../state/state-store.js';
+import { isPromiseLike } from '../tasks/maybe-promise.js';
 import type { SchedulerResult } from '../user-functions.js';
 import type { WorkerMetrics } from './worker-metrics.js';
 import { WorkerActivity, WorkerStatus, workerTransitions, type WorkerActivityValue, type WorkerStatusValue } from './worker-status.js';
 
 export interface WorkerDeps {
   readonly id: number;
-  readonly broker: EvalBroker;
+  readonly broker: BrokerBackend;
   readonly pool: ThreadPool;
-  readonly applier: PlanApplier;
-  /** The store the applier commits to: its index is an outcome's `index` when the evaluation wrote nothing. */
-  readonly state: StateStore;
+  readonly applier: PlanBackend;
+  /** The state the applier commits to: its index is an outcome's `index` when the evaluation wrote nothing. */
+  readonly state: Pick<ChangeFeed, 'index'>;
   readonly slots: SlotTable;
   readonly clock: Clock;
   readonly logger: Logger;
@@ -275,8 +280,9 @@ export class SchedulingWorker implements StartObserver {
       if (processing !== undefined) {
         await processing;
       } else if (delivery !== undefined) {
-        // The seed: a worker that finds shutdown after a dequeue gives the evaluation back.
-        this.#nack(delivery.evaluation, delivery.token, new CanceledError('Engine is stopping'));
+        // A worker that finds shutdown after a dequeue gives the evaluation back.
+        const giving = this.#nack(delivery.evaluation, delivery.token, new CanceledError('Engine is stopping'));
+        if (giving !== undefined) await giving;
         break;
       }
     }
@@ -310,6 +316,9 @@ export class SchedulingWorker implements StartObserver {
     this.#current = { evaluation, token, generation: -1, heartbeatsSeen: 0, startedAt: undefined };
     this.#deps.deliveries?.held(token, this);
     let minIndex = evaluation.modifyIndex ?? 0;
+    // Each way out ends the delivery (ack, nack, fail, remove) and answers a promise only when the backend's call
+    // did: the delivery is let go of once its end is settled.
+    let ending: PromiseLike<void> | undefined;
     try {
       for (let attempt = 1; ; attempt++) {
         const generation = slots.claim(this.#slot);
@@ -333,113 +342,151 @@ export class SchedulingWorker implements StartObserver {
         metrics.endScheduling(evaluation.type, started, outcome.status === 'ok' ? outcome.waitedMs : 0);
         // Whatever the thread answered (it may have finished before it saw the cancel), nothing of it is kept.
         if (this.#abortedCurrent()) {
-          this.#removeAborted();
+          ending = this.#removeAborted();
           return;
         }
         if (outcome.status === 'canceled') {
-          this.#nack(evaluation, token, new CanceledError(`Evaluation ${JSON.stringify(evaluation.id)} was canceled`));
+          ending = this.#nack(evaluation, token, new CanceledError(`Evaluation ${JSON.stringify(evaluation.id)} was canceled`));
           return;
         }
         if (outcome.status !== 'ok') {
-          this.#nack(evaluation, token, outcome.error);
+          ending = this.#nack(evaluation, token, outcome.error);
           return;
         }
         const plan = outcome.value;
         if (plan === undefined || plan === null) {
-          this.#ack(evaluation, token, undefined, this.#deps.state.index, attempt);
+          ending = this.#ack(evaluation, token, undefined, this.#deps.state.index, attempt);
           return;
         }
         if (!isPlanShape(plan)) {
-          this.#nack(evaluation, token, new InvalidPlanError('plan', 'undefined or { writes: PlanWrite[], allAtOnce?, value? }', plan));
+          ending = this.#nack(evaluation, token, new InvalidPlanError('plan', 'undefined or { writes: PlanWrite[], allAtOnce?, value? }', plan));
           return;
         }
         if (plan.writes.length === 0 && (plan.allAtOnce === undefined || typeof plan.allAtOnce === 'boolean')) {
           // Nothing to commit (a scheduler that only answers): its value is released at once, at the store's index.
-          this.#ack(evaluation, token, plan.value, this.#deps.state.index, attempt);
+          ending = this.#ack(evaluation, token, plan.value, this.#deps.state.index, attempt);
           return;
         }
         this.#activity = WorkerActivity.SUBMITTING;
         // Nomad's SubmitPlan: waiting in the plan queue is progress, not a hang, so the nack deadline stops meanwhile.
         // A delivery that is no longer outstanding (its deadline fired and it was redelivered, or the broker was
         // flushed) must not commit its plan at all: the evaluation belongs to its redelivery now.
-        try {
-          this.#deps.broker.pauseNackTimeout(evaluation.id, token);
-        } catch (error) {
-          this.#deps.logger.debug({ err: error, evalId: evaluation.id }, 'plan of a stale delivery dropped');
-          this.#deps.metrics.refused('submit', (error as TickpoolError).code);
-          return;
-        }
+        const paused = this.#holdLease('submit', evaluation, token, true);
+        if (!(typeof paused === 'boolean' ? paused : await paused)) return;
         const submitted = metrics.startSubmit();
-        let result;
+        let result: PlanOutcome;
         try {
-          result = await this.#deps.applier.submit({
-            writes: plan.writes,
-            // Passed as returned: the applier refuses a non-boolean (a string "true" is not a partial-commit plan).
-            allAtOnce: plan.allAtOnce as boolean | undefined,
-            evalId: evaluation.id,
-            priority: evaluation.priority,
-          });
+          result = await this.#deps.applier.submit(
+            {
+              writes: plan.writes,
+              // Passed as returned: the applier refuses a non-boolean (a string "true" is not a partial-commit plan).
+              allAtOnce: plan.allAtOnce as boolean | undefined,
+              evalId: evaluation.id,
+              priority: evaluation.priority,
+            },
+            // The commit is fenced by this delivery; a backend may ack it in the same commit.
+            { evaluationId: evaluation.id, token, ack: { value: plan.value, attempts: attempt } },
+          );
         } catch (error) {
-          this.#nack(evaluation, token, error as Error);
+          if (isDeliveryRefusal(error)) {
+            this.#refused('submit', evaluation, error);
+            return;
+          }
+          ending = this.#nack(evaluation, token, error as Error);
           return;
         } finally {
           metrics.endSubmit(submitted);
         }
         if (result.rejected.length === 0) {
+          if (result.acked === true) return;
           // The value of the attempt whose plan committed, released only now; an earlier attempt's is dropped.
-          this.#ack(evaluation, token, plan.value, result.index > 0 ? result.index : this.#deps.state.index, attempt);
+          ending = this.#ack(evaluation, token, plan.value, result.index > 0 ? result.index : this.#deps.state.index, attempt);
           return;
         }
         if (this.#abortedCurrent()) {
-          this.#removeAborted();
+          ending = this.#removeAborted();
           return;
         }
         if (attempt >= this.#deps.maxPlanAttempts) {
           const reason = `${result.rejected.length} of ${plan.writes.length} writes were rejected on the last attempt`;
-          this.#fail(evaluation, token, new PlanAttemptsExhaustedError(evaluation.id, attempt, reason));
+          ending = this.#fail(evaluation, token, new PlanAttemptsExhaustedError(evaluation.id, attempt, reason));
           return;
         }
         // Partial commit: run the scheduler again once the thread's replica shows the state that rejected us. The
         // re-run is guarded by the nack deadline again (ack, nack and fail end the delivery without this).
-        try {
-          this.#deps.broker.resumeNackTimeout(evaluation.id, token);
-        } catch (error) {
-          this.#deps.metrics.refused('resume', (error as TickpoolError).code);
-          return;
-        }
+        const resumed = this.#holdLease('resume', evaluation, token, false);
+        if (!(typeof resumed === 'boolean' ? resumed : await resumed)) return;
         minIndex = Math.max(minIndex, result.refreshIndex);
         metrics.planRefreshed();
         if (this.#shuttingDown) {
-          this.#nack(evaluation, token, new CanceledError('Engine is stopping'));
+          ending = this.#nack(evaluation, token, new CanceledError('Engine is stopping'));
           return;
         }
       }
     } finally {
+      if (ending !== undefined) await ending;
       this.#processed++;
-      this.#current = undefined;
       this.#deps.deliveries?.released(token);
+      this.#current = undefined;
       this.#activity = WorkerActivity.IDLE;
     }
   }
 
-  #ack(evaluation: Evaluation, token: string, value: unknown, index: number, attempts: number): void {
+  /**
+   * Pauses (`pause`: before the plan queue) or resumes the delivery's nack deadline: true when held, false when the
+   * broker refused because the delivery is no longer current (then nothing more may be done with it). A promise
+   * only when the broker answered with one.
+   */
+  #holdLease(operation: 'submit' | 'resume', evaluation: Evaluation, token: string, pause: boolean): boolean | PromiseLike<boolean> {
+    const { broker } = this.#deps;
+    let answer;
     try {
-      this.#deps.broker.ack(evaluation.id, token, { value, index, attempts });
+      answer = pause ? broker.pauseNackTimeout(evaluation.id, token) : broker.resumeNackTimeout(evaluation.id, token);
     } catch (error) {
-      // An ack after the nack deadline fired loses to the nack: the evaluation was redelivered, nothing is lost.
-      this.#deps.logger.debug({ err: error, evalId: evaluation.id }, 'ack refused');
-      this.#deps.metrics.refused('ack', (error as TickpoolError).code);
+      this.#refused(operation, evaluation, error);
+      return false;
     }
+    if (!isPromiseLike(answer)) return true;
+    return answer.then(
+      () => true,
+      (error: unknown) => {
+        this.#refused(operation, evaluation, error);
+        return false;
+      },
+    );
   }
 
-  #nack(evaluation: Evaluation, token: string, reason: Error): void {
+  #ack(evaluation: Evaluation, token: string, value: unknown, index: number, attempts: number): PromiseLike<void> | undefined {
+    // An ack after the nack deadline fired loses to the nack: the evaluation was redelivered, nothing is lost.
+    let answer;
     try {
-      this.#deps.broker.nack(evaluation.id, token, reason);
-      if (this.#shuttingDown) this.#givenBack++;
+      answer = this.#deps.broker.ack(evaluation.id, token, { value, index, attempts });
     } catch (error) {
-      this.#deps.logger.debug({ err: error, evalId: evaluation.id }, 'nack refused');
-      this.#deps.metrics.refused('nack', (error as TickpoolError).code);
+      this.#refused('ack', evaluation, error);
+      return undefined;
     }
+    return isPromiseLike(answer) ? answer.then(undefined, (error: unknown) => this.#refused('ack', evaluation, error)) : undefined;
+  }
+
+  #nack(evaluation: Evaluation, token: string, reason: Error): PromiseLike<void> | undefined {
+    let answer;
+    try {
+      answer = this.#deps.broker.nack(evaluation.id, token, reason);
+    } catch (error) {
+      this.#refused('nack', evaluation, error);
+      return undefined;
+    }
+    const stopping = this.#shuttingDown;
+    if (!isPromiseLike(answer)) {
+      if (stopping) this.#givenBack++;
+      return undefined;
+    }
+    return answer.then(
+      () => {
+        if (stopping) this.#givenBack++;
+      },
+      (error: unknown) => this.#refused('nack', evaluation, error),
+    );
   }
 
   /** A method, not a field read: `abortCurrent` sets the flag while `#process` awaits. */
@@ -447,26 +494,39 @@ export class SchedulingWorker implements StartObserver {
     return this.#current?.aborted === true;
   }
 
-  #removeAborted(): void {
+  #removeAborted(): PromiseLike<void> | undefined {
     const { evaluation, token, abortCause } = this.#current!;
-    try {
-      this.#deps.broker.remove(evaluation.id, token, abortCause);
-    } catch (error) {
-      this.#deps.logger.debug({ err: error, evalId: evaluation.id }, 'remove of an aborted delivery refused');
-      this.#deps.metrics.refused('remove', (error as TickpoolError).code);
+    const lost = (error: unknown): void => {
+      this.#refused('remove', evaluation, error);
       this.#deps.abortLost?.(evaluation.id, abortCause);
+    };
+    let answer;
+    try {
+      answer = this.#deps.broker.remove(evaluation.id, token, abortCause);
+    } catch (error) {
+      lost(error);
+      return undefined;
     }
+    return isPromiseLike(answer) ? answer.then(() => undefined, lost) : undefined;
   }
 
-  #fail(evaluation: Evaluation, token: string, reason: Error): void {
+  #fail(evaluation: Evaluation, token: string, reason: Error): PromiseLike<void> | undefined {
     // The broker logs the move to `_failed` with the reason at warn; once is enough.
     this.#deps.logger.debug({ evalId: evaluation.id, err: reason }, 'failing evaluation');
+    let answer;
     try {
-      this.#deps.broker.fail(evaluation.id, token, reason);
+      answer = this.#deps.broker.fail(evaluation.id, token, reason);
     } catch (error) {
-      this.#deps.logger.debug({ err: error, evalId: evaluation.id }, 'fail refused');
-      this.#deps.metrics.refused('fail', (error as TickpoolError).code);
+      this.#refused('fail', evaluation, error);
+      return undefined;
     }
+    return isPromiseLike(answer) ? answer.then(undefined, (error: unknown) => this.#refused('fail', evaluation, error)) : undefined;
+  }
+
+  /** The broker refused to end or hold a delivery (it is no longer current, or the backend failed): logged and counted. */
+  #refused(operation: 'ack' | 'nack' | 'fail' | 'remove' | 'submit' | 'resume', evaluation: Evaluation, error: unknown): void {
+    this.#deps.logger.debug({ err: error, evalId: evaluation.id }, `${operation} refused`);
+    this.#deps.metrics.refused(operation, (error as TickpoolError | undefined)?.code);
   }
 
   #interruptDequeue(): void {
@@ -480,6 +540,13 @@ export class SchedulingWorker implements StartObserver {
     }
     this.#status = next;
   }
+}
+
+/** The broker's refusals of a delivery that is no longer current: the plan of such a delivery is dropped, not nacked. */
+const REFUSAL_CODES: ReadonlySet<string> = new Set(['ERR_EVAL_NOT_OUTSTANDING', 'ERR_TOKEN_MISMATCH', 'ERR_NACK_TIMEOUT_REACHED']);
+
+function isDeliveryRefusal(error: unknown): boolean {
+  return error instanceof TickpoolError && REFUSAL_CODES.has(error.code);
 }
 
 function isPlanShape(value: unknown): value is Exclude<SchedulerResult, undefined | void> {

@@ -1,9 +1,10 @@
 /**
  * The engine's scheduling workers as one set: which worker holds which delivery (a token → worker index, so that a
- * nack deadline extension, a cancel and an abort find their worker in O(1)), the broker hooks that need it, and the
- * operations on all of them (start, pause, resume, stop, cancel what they hold, count what they gave back).
+ * lease extension, a cancel and an abort find their worker in O(1)), the broker hooks that need it (it is the
+ * broker's `LeaseKeeper`), and the operations on all of them (start, pause, resume, stop, cancel what they hold,
+ * count what they gave back).
  */
-import type { EvalBroker } from '../broker/eval-broker.js';
+import type { BrokerBackend, LeaseKeeper } from '../backend/broker-backend.js';
 import type { DeliveryIndex, SchedulingWorker } from './scheduling-worker.js';
 import { WorkerView, type EngineWorker } from './worker-view.js';
 
@@ -15,26 +16,30 @@ export interface WorkerInfo {
   readonly processed: number;
 }
 
-export class WorkerSet implements DeliveryIndex {
+export class WorkerSet implements DeliveryIndex, LeaseKeeper {
   readonly #workers: SchedulingWorker[] = [];
   /** Token of each delivery a worker holds → that worker. */
   readonly #byToken = new Map<string, SchedulingWorker>();
   #views: readonly EngineWorker[] | undefined;
 
   /**
-   * The broker's `extendNackDeadline`: a deadline counts from the start of the work, and a heartbeat written into the
-   * slot since the last look keeps a long scheduler from being redelivered. A field, so the broker can take it
-   * before the workers exist.
+   * The broker asks before a delivery's lease ends (`LeaseKeeper`): a lease counts from the start of the work, and a
+   * heartbeat written into the slot since the last look keeps a long scheduler from being redelivered.
    */
-  readonly extendNackDeadline = (evaluationId: string, token: string): boolean | number =>
-    this.holderOf(evaluationId, token)?.deadlineProgress(token) ?? false;
+  leaseProgress(evaluationId: string, token: string): boolean | number {
+    return this.holderOf(evaluationId, token)?.deadlineProgress(token) ?? false;
+  }
+
+  /** `leaseProgress` as a function, for a broker's `extendNackDeadline` option. */
+  readonly extendNackDeadline = (evaluationId: string, token: string): boolean | number => this.leaseProgress(evaluationId, token);
 
   /**
-   * Makes `count` workers (`make` gets each one's id and this index) and listens to `broker`: a delivery whose
-   * deadline fired has been redelivered, so its thread is asked to stop working on the old one.
+   * Makes `count` workers (`make` gets each one's id and this index), keeps `broker`'s leases and listens to it: a
+   * delivery whose lease ended has been redelivered, so its thread is asked to stop working on the old one.
    */
-  serve(broker: EvalBroker, count: number, make: (id: number, deliveries: DeliveryIndex) => SchedulingWorker): void {
+  serve(broker: BrokerBackend, count: number, make: (id: number, deliveries: DeliveryIndex) => SchedulingWorker): void {
     for (let id = 0; id < count; id++) this.#workers.push(make(id, this));
+    broker.keepLeases(this);
     broker.events.on('broker:nack', ({ evaluation, token, timedOut }) => {
       if (timedOut) this.holderOf(evaluation.id, token)?.cancelCurrent();
     });
@@ -65,6 +70,19 @@ export class WorkerSet implements DeliveryIndex {
   /** Cancels the delivery `token` of the evaluation if a worker holds it (its scheduler sees `ctx.canceled`). */
   cancel(evaluationId: string, token: string): boolean {
     return this.holderOf(evaluationId, token)?.cancelCurrent() ?? false;
+  }
+
+  /**
+   * Cancels every delivery of the evaluation that a worker here holds, without asking the broker which is current:
+   * besides the current one there is at most an older one whose lease ended, already told to stop. False when no
+   * worker holds it. A scan: a cancel by id is rare, and an index by id would cost every delivery a map write.
+   */
+  cancelEvaluation(evaluationId: string): boolean {
+    let canceled = false;
+    for (const worker of this.#workers) {
+      if (worker.current?.evaluation.id === evaluationId && worker.cancelCurrent()) canceled = true;
+    }
+    return canceled;
   }
 
   /** Gives up the delivery for good (removed once its thread lets go); false when no worker holds it. */

@@ -8,6 +8,7 @@ import { Registry } from '../../src/observability/metrics.js';
 import type { ThreadPool } from '../../src/pool/thread-pool.js';
 import { SlotTable } from '../../src/slots/slot-table.js';
 import { EngineTasks } from '../../src/tasks/engine-tasks.js';
+import { MemoryTaskStore } from '../../src/tasks/memory-task-store.js';
 import { quietLogger } from './fixtures.js';
 
 /** The part of a `ThreadPool` the executor reads outside `execute`. */
@@ -36,6 +37,7 @@ export function engineTasks(options: { maxSlots?: number; registry?: Registry; s
   const slots = SlotTable.create({ initialSlots: Math.min(64, maxSlots), maxSlots });
   const registry = options.registry ?? new Registry();
   const tasks = new EngineTasks({
+    store: new MemoryTaskStore({ clock }),
     pool: pool as unknown as ThreadPool,
     slots,
     handlers: ['h'],
