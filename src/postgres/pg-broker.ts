@@ -171,6 +171,8 @@ export class PgBroker implements BrokerBackend {
   #fetching = false;
   #fetchAgain = false;
   #pollTimer: TimerHandle | undefined;
+  /** Told of each delivery handed over (the backend makes the replica catch up to its modifyIndex). */
+  onDelivery: ((evaluation: Evaluation) => void) | undefined = undefined;
   /** Deliveries being handed over or given back: `close()` waits for them. */
   readonly #inFlight = new Set<Promise<unknown>>();
 
@@ -491,6 +493,7 @@ export class PgBroker implements BrokerBackend {
 
   #handOver(held: Held): Delivery {
     const delivery: Delivery = { evaluation: held.evaluation, token: held.token };
+    this.onDelivery?.(held.evaluation);
     if (this.#events.hasListeners('broker:dequeue')) {
       this.#events.emit('broker:dequeue', { evaluation: held.evaluation, token: held.token, queue: held.queue, deliveries: held.deliveries });
     }
@@ -743,6 +746,13 @@ export class PgBroker implements BrokerBackend {
         reason: new NackTimeoutReachedError(held.id),
       });
     }
+  }
+
+  /** The job of a delivery this process holds (the plan committer locks it before acking in its commit). */
+  jobOf(id: string, token: string): { namespace: string; jobId: string } | undefined {
+    const held = this.#leases.byToken(token);
+    if (held === undefined || held.id !== id) return undefined;
+    return { namespace: held.evaluation.namespace ?? DEFAULT_NAMESPACE, jobId: held.evaluation.jobId };
   }
 
   /** Reaped elsewhere or by this process's reaper: a delivery this process held is over. */

@@ -91,6 +91,17 @@ CREATE FUNCTION ${S}.job_key(p_namespace text, p_job text) RETURNS integer LANGU
   SELECT hashtext(p_namespace || chr(31) || p_job)
 $$;
 
+-- Locks several jobs, in ascending key order (the lock order between transactions that lock more than one).
+CREATE FUNCTION ${S}.lock_jobs(p_namespaces text[], p_jobs text[]) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+  v_key integer;
+BEGIN
+  FOR v_key IN SELECT DISTINCT ${S}.job_key(n, j) AS k FROM unnest(p_namespaces, p_jobs) AS t(n, j) ORDER BY k LOOP
+    PERFORM pg_advisory_xact_lock(${K}, v_key);
+  END LOOP;
+END
+$$;
+
 -- Nomad's nackReenqueueDelay: none before any delivery, the initial delay after the first, then linear growth.
 CREATE FUNCTION ${S}.nack_delay_ms(p_deliveries integer, p_initial float8, p_subsequent float8) RETURNS float8
 LANGUAGE sql IMMUTABLE AS $$
@@ -208,16 +219,13 @@ CREATE FUNCTION ${S}.enqueue(p_ids text[], p_namespaces text[], p_jobs text[], p
 RETURNS TABLE (id text, admitted text, state text, due_in_ms float8) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
-  v_key integer;
   v_state text;
   v_due timestamptz;
   v_any_ready boolean := false;
   v_held boolean;
   v_inserted integer;
 BEGIN
-  FOR v_key IN SELECT DISTINCT ${S}.job_key(n, j) AS k FROM unnest(p_namespaces, p_jobs) AS t(n, j) ORDER BY k LOOP
-    PERFORM pg_advisory_xact_lock(${K}, v_key);
-  END LOOP;
+  PERFORM ${S}.lock_jobs(p_namespaces, p_jobs);
   FOR i IN 1 .. coalesce(array_length(p_ids, 1), 0) LOOP
     SELECT e.state INTO v_state FROM ${S}.evals e WHERE e.id = p_ids[i];
     IF FOUND AND v_state NOT IN ('acked', 'removed') THEN
