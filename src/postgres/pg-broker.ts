@@ -223,6 +223,11 @@ export class PgBroker implements BrokerBackend {
     return this.#lease;
   }
 
+  /** This backend instance's id (the `holder` of its deliveries, the `origin` of its enqueues). */
+  get nodeId(): string {
+    return this.#nodeId;
+  }
+
   /** Deliveries this process holds. */
   get held(): number {
     return this.#leases.size;
