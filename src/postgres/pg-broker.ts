@@ -154,6 +154,8 @@ export class PgBroker implements BrokerBackend {
   readonly #lease: LeaseSettings;
   readonly #knownTypes: ReadonlySet<string>;
   readonly #validatePayload: (payload: unknown) => void;
+  /** Breaks ties between types of equal priority (the broker's `random` option). */
+  readonly #random: () => number;
   readonly #events: TypedEmitter<BrokerEvents>;
   readonly #leases: Leases;
   readonly #outcomes: OutcomeWatch;
@@ -192,6 +194,7 @@ export class PgBroker implements BrokerBackend {
       subsequentNackDelayMs: s.subsequentNackDelayMs ?? 20_000,
     };
     this.#knownTypes = new Set(s.knownTypes);
+    this.#random = typeof s.random === 'function' ? s.random : Math.random;
     this.#validatePayload = payloadValidator(s.maxPayloadBytes);
     this.#events = new TypedEmitter<BrokerEvents>(() => this.#logger);
     this.#outcomes = new OutcomeWatch(this.#db, this.#names, this.#clock, this.#logger, this.#pollMs);
@@ -318,9 +321,15 @@ export class PgBroker implements BrokerBackend {
     }
     const now = this.#clock.now();
     let ready = false;
-    for (let i = 0; i < batch.length; i++) {
-      const p = batch[i]!;
-      const row = rows[i];
+    // Rows come back by id (the lock-free admissions first): each id's rows in batch order.
+    const byId = new Map<string, (typeof rows)[number][]>();
+    for (const row of rows) {
+      const list = byId.get(row.id);
+      if (list === undefined) byId.set(row.id, [row]);
+      else list.push(row);
+    }
+    for (const p of batch) {
+      const row = byId.get(p.evaluation.id)?.shift();
       p.handle.admitted();
       if (row === undefined || row.admitted !== 'new') continue;
       if (row.state === 'ready') ready = true;
@@ -463,31 +472,41 @@ export class PgBroker implements BrokerBackend {
   async #fetch(types: readonly string[], max: number): Promise<Held[]> {
     const S = this.#names.S;
     const sentAt = this.#clock.now();
-    const rows = await this.#db.query<{ id: string; body: Buffer; queue: string; deliveries: number; token: string; priority: number; rank: string }>(
+    const rows = await this.#db.query<{ id: string; body: Buffer; queue: string; deliveries: number; token: string; priority: number; create_index: string; seq: string }>(
       `WITH candidates AS MATERIALIZED (
          SELECT c.id, c.priority,
-                row_number() OVER (PARTITION BY c.queue ORDER BY c.priority DESC, c.create_index, c.seq) AS rank
+                row_number() OVER (PARTITION BY t.queue ORDER BY c.priority DESC, c.create_index, c.seq) AS rank
            FROM unnest($1::text[]) AS t(queue)
            CROSS JOIN LATERAL (
-             SELECT e.id, e.queue, e.priority, e.create_index, e.seq FROM ${S}.evals e
+             SELECT e.id, e.priority, e.create_index, e.seq FROM ${S}.evals e
               WHERE e.state = 'ready' AND e.queue = t.queue
               ORDER BY e.priority DESC, e.create_index, e.seq
               LIMIT $2 FOR UPDATE SKIP LOCKED) c),
        picked AS MATERIALIZED (
-         SELECT id, priority, rank FROM candidates ORDER BY priority DESC, rank, random() LIMIT $2)
+         SELECT id FROM candidates ORDER BY priority DESC, rank, random() LIMIT $2)
        UPDATE ${S}.evals e
           SET state = 'unacked', token = gen_random_uuid()::text, holder = $4::uuid,
               lease_until = clock_timestamp() + $3::float8 * interval '1 millisecond',
               deliveries = e.deliveries + CASE WHEN e.queue = '${FAILED_QUEUE}' THEN 0 ELSE 1 END
-         FROM picked WHERE e.id = picked.id
-       RETURNING e.id, e.body, e.queue, e.deliveries, e.token, picked.priority, picked.rank`,
+        WHERE e.id = ANY(ARRAY(SELECT id FROM picked))
+       RETURNING e.id, e.body, e.queue, e.deliveries, e.token, e.priority, e.create_index, e.seq`,
       [types, max, this.#lease.nackTimeoutMs, this.#nodeId],
       'a dequeue',
     );
-    // Best first: priority, then the turn within its type (ties between types were broken at random above).
-    rows.sort((a, b) => b.priority - a.priority || Number(a.rank) - Number(b.rank));
+    // Best first: priority, then the turn within its type (FIFO), ties between types at random.
+    const turn = new Map<string, number>();
+    const tie = new Map<string, number>();
+    const ranked = rows
+      .sort((a, b) => a.queue.localeCompare(b.queue) || b.priority - a.priority || Number(a.create_index) - Number(b.create_index) || Number(a.seq) - Number(b.seq))
+      .map((row) => {
+        const rank = (turn.get(row.queue) ?? 0) + 1;
+        turn.set(row.queue, rank);
+        if (!tie.has(row.queue)) tie.set(row.queue, this.#random());
+        return { row, rank };
+      })
+      .sort((a, b) => b.row.priority - a.row.priority || a.rank - b.rank || tie.get(a.row.queue)! - tie.get(b.row.queue)!);
     const held: Held[] = [];
-    for (const row of rows) {
+    for (const { row } of ranked) {
       const evaluation = decodeValue(row.body) as Evaluation;
       const h = new Held(row.id, row.token, evaluation, row.queue, row.deliveries, sentAt + this.#lease.nackTimeoutMs);
       this.#leases.add(h);
@@ -540,7 +559,8 @@ export class PgBroker implements BrokerBackend {
       else throw error;
     }
     if (row.status !== 'ok') throw refusalError(row.status, id, token);
-    this.settledAck(id, token, { value: result?.value, index, attempts, deliveries: row.deliveries ?? 0 }, row.promoted, row.canceled);
+    this.settledAck(id, token, { value: result?.value, index, attempts, deliveries: row.deliveries ?? 0 });
+    if (row.promoted !== null) this.settledPromotion(row.promoted, row.canceled);
   }
 
   /** Whether an ack of (id, token) is in the database ('acked'), still to do ('unacked') or impossible (undefined). */
@@ -556,25 +576,26 @@ export class PgBroker implements BrokerBackend {
 
   /**
    * The local side of an ack that committed (here or in a plan's commit): the lease is over, the handle resolves,
-   * the events go out, a promoted evaluation is fetched for.
+   * the event goes out.
    */
   settledAck(
     id: string,
     token: string,
     outcome: { readonly value: unknown; readonly index: number; readonly attempts: number; readonly deliveries: number },
-    promoted: string | null,
-    canceled: readonly string[] | null,
   ): void {
     const held = this.#leases.byToken(token);
     if (held !== undefined) this.#leases.delete(held);
     this.#outcomes.settle(id, (h) => h.acked(outcome.value, outcome.index, outcome.attempts, outcome.deliveries));
     if (held !== undefined && this.#events.hasListeners('broker:ack')) this.#events.emit('broker:ack', { evaluation: held.evaluation, token });
+  }
+
+  /** An ack promoted `promoted` and superseded `canceled` (their handles here reject with `SupersededError`). */
+  settledPromotion(promoted: string, canceled: readonly string[] | null): void {
     if (canceled !== null && canceled.length > 0) {
-      const by = promoted ?? '';
-      for (const c of canceled) this.#outcomes.settle(c, (h) => h.rejected(() => new SupersededError(c, by)));
+      for (const c of canceled) this.#outcomes.settle(c, (h) => h.rejected(() => new SupersededError(c, promoted)));
       if (this.#events.hasListeners('broker:cancelable')) void this.#emitCancelable(canceled);
     }
-    if (promoted !== null) this.kick();
+    this.kick();
   }
 
   async #emitCancelable(ids: readonly string[]): Promise<void> {

@@ -174,6 +174,7 @@ export class PgPlans implements PlanBackend {
     }
     // Committed: the replica takes the change sets (unless the log tail already did), then everyone hears.
     for (const r of results) if (r.set !== undefined) this.#state.applyChanges(r.set.index, r.set.changes);
+    for (const p of this.#promotions) this.#broker.settledPromotion(p.promoted, p.canceled);
     for (const r of results) {
       if (r.error !== undefined) {
         r.job.reject(r.error);
@@ -182,14 +183,12 @@ export class PgPlans implements PlanBackend {
       if (r.job.kind === 'plan') {
         const outcome = r.outcome as PlanOutcome;
         if (r.ack !== undefined && r.job.delivery !== undefined) {
-          this.#broker.settledAck(
-            r.job.delivery.evaluationId,
-            r.job.delivery.token,
-            { value: r.ack.value, index: outcome.index > 0 ? outcome.index : this.#state.index, attempts: r.ack.attempts, deliveries: this.#acked.get(r.job.id)?.deliveries ?? 0 },
-            this.#acked.get(r.job.id)?.promoted ?? null,
-            this.#acked.get(r.job.id)?.canceled ?? null,
-          );
-          this.#acked.delete(r.job.id);
+          this.#broker.settledAck(r.job.delivery.evaluationId, r.job.delivery.token, {
+            value: r.ack.value,
+            index: outcome.index > 0 ? outcome.index : this.#state.index,
+            attempts: r.ack.attempts,
+            deliveries: this.#acked.get(r.job.id) ?? 0,
+          });
         }
         r.job.resolve(outcome);
       } else {
@@ -198,13 +197,16 @@ export class PgPlans implements PlanBackend {
     }
   }
 
-  /** What the acks in the last commit reported, by plan id (read once, right after the commit). */
-  readonly #acked = new Map<string, { deliveries: number; promoted: string | null; canceled: string[] | null }>();
+  /** The deliveries count of each delivery acked in the last commit, by plan id (read right after the commit). */
+  readonly #acked = new Map<string, number>();
+  /** What the acks in the last commit promoted and superseded. */
+  #promotions: { promoted: string; canceled: string[] | null }[] = [];
 
   /** The transaction's body: see the class comment for the steps. */
   async #apply(session: Session, batch: Job[]): Promise<Result[]> {
     const S = this.#names.S;
     this.#acked.clear();
+    this.#promotions = [];
     const [counter] = await session.query<{ index: string }>(`SELECT index FROM ${S}.state_counter FOR UPDATE`);
     const committed = Number(counter?.index ?? 0);
     await this.#state.catchUpWith(session, committed);
@@ -287,17 +289,31 @@ export class PgPlans implements PlanBackend {
 
     const sets = results.filter((r) => r.set !== undefined);
     if (sets.length > 0) await this.#write(session, sets, committed, version.index);
-    for (const r of results) {
-      if (r.ack === undefined || r.job.kind !== 'plan') continue;
-      const d = r.job.delivery!;
-      const index = r.set?.index ?? version.index;
-      const [row] = await session.query<{ status: string; deliveries: number; promoted: string | null; canceled: string[] | null }>(
-        `SELECT * FROM ${S}.ack($1, $2, $3, $4, $5, $6)`,
-        [d.evaluationId, d.token, encodeValue(r.ack.value), index, r.ack.attempts, this.#nodeId],
+    const acks = results.filter((r) => r.ack !== undefined && r.job.kind === 'plan');
+    if (acks.length > 0) {
+      const rows = await session.query<{ id: string | null; deliveries: number | null; promoted: string | null; canceled: string[] | null }>(
+        `SELECT * FROM ${S}.ack_fenced($1::text[], $2::text[], $3::bytea[], $4::bigint[], $5::int[], $6)`,
+        [
+          acks.map((r) => (r.job as PlanJob).delivery!.evaluationId),
+          acks.map((r) => (r.job as PlanJob).delivery!.token),
+          acks.map((r) => encodeValue(r.ack!.value)),
+          acks.map((r) => r.set?.index ?? version.index),
+          acks.map((r) => r.ack!.attempts),
+          this.#nodeId,
+        ],
       );
-      // Fenced and locked above: the ack cannot be refused here; if it is, the whole commit must not happen.
-      if (row?.status !== 'ok') throw new InvalidStateError(`Expected the fenced delivery of ${JSON.stringify(d.evaluationId)} to ack, got ${row?.status}`);
-      this.#acked.set(r.job.id, { deliveries: row.deliveries, promoted: row.promoted, canceled: row.canceled });
+      const deliveries = new Map<string, number>();
+      for (const row of rows) {
+        if (row.id !== null) deliveries.set(row.id, row.deliveries ?? 0);
+        else if (row.promoted !== null) this.#promotions.push({ promoted: row.promoted, canceled: row.canceled });
+      }
+      for (const r of acks) {
+        const d = (r.job as PlanJob).delivery!;
+        // Fenced and locked above: none of these acks can be refused; if one is, the whole commit must not happen.
+        const n = deliveries.get(d.evaluationId);
+        if (n === undefined) throw new InvalidStateError(`Expected the fenced delivery of ${JSON.stringify(d.evaluationId)} to ack in its commit, but it did not`);
+        this.#acked.set(r.job.id, n);
+      }
     }
     return results;
   }
@@ -449,7 +465,7 @@ export class PgPlans implements PlanBackend {
       const d = job.delivery;
       const acked = d?.ack !== undefined && rejected.length === 0 && this.#broker.jobOf(d.evaluationId, d.token) !== undefined;
       if (acked) {
-        this.#broker.settledAck(d.evaluationId, d.token, { value: d.ack!.value, index: entry?.index ?? this.#state.index, attempts: d.ack!.attempts ?? 1, deliveries: 0 }, null, null);
+        this.#broker.settledAck(d.evaluationId, d.token, { value: d.ack!.value, index: entry?.index ?? this.#state.index, attempts: d.ack!.attempts ?? 1, deliveries: 0 });
       }
       job.resolve(
         Object.freeze({
