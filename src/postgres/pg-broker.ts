@@ -362,8 +362,12 @@ export class PgBroker implements BrokerBackend {
     });
   }
 
-  async dequeueMany(types: readonly string[], max: number, timeoutMs: number, signal?: AbortSignal): Promise<Delivery[]> {
-    if (!Number.isSafeInteger(max) || max < 1) throw new InvalidArgumentError('max', 'an integer >= 1', max);
+  dequeueMany(types: readonly string[], max: number, timeoutMs: number, signal?: AbortSignal): Promise<Delivery[]> {
+    if (!Number.isSafeInteger(max) || max < 1) return Promise.reject(new InvalidArgumentError('max', 'an integer >= 1', max));
+    return this.#dequeueMany(types, max, timeoutMs, signal);
+  }
+
+  async #dequeueMany(types: readonly string[], max: number, timeoutMs: number, signal: AbortSignal | undefined): Promise<Delivery[]> {
     const first = await this.dequeue(types, timeoutMs, signal);
     if (first === undefined) return [];
     const rest = max > 1 ? await this.#fetch([...new Set(types)], max - 1) : [];
@@ -533,6 +537,14 @@ export class PgBroker implements BrokerBackend {
     );
   }
 
+  /** Resolves once what this process started in the background (timed-out nacks, give-backs, fetches) is done. */
+  async idle(): Promise<void> {
+    while (this.#inFlight.size > 0 || this.#fetching || this.#enqueueRunning !== undefined) {
+      await Promise.allSettled([...this.#inFlight, this.#enqueueRunning]);
+      if (this.#fetching) await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  }
+
   #track<T>(promise: Promise<T>): void {
     this.#inFlight.add(promise);
     void promise.finally(() => this.#inFlight.delete(promise));
@@ -540,10 +552,14 @@ export class PgBroker implements BrokerBackend {
 
   // ───────────────────────────── settlement ─────────────────────────────
 
-  async ack(id: string, token: string, result?: AckResult): Promise<void> {
+  ack(id: string, token: string, result?: AckResult): Promise<void> {
     assertId('id', id);
     assertToken(token);
     assertAckResult(result);
+    return this.#ack(id, token, result);
+  }
+
+  async #ack(id: string, token: string, result: AckResult | undefined): Promise<void> {
     const value = encodeValue(result?.value);
     const index = result?.index ?? 0;
     const attempts = result?.attempts ?? 1;
@@ -555,7 +571,7 @@ export class PgBroker implements BrokerBackend {
       if (!(error instanceof BackendUnavailableError)) throw error;
       const landed = await this.#landed(id, token);
       if (landed === 'acked') row = { status: 'ok', deliveries: this.#leases.byToken(token)?.deliveries ?? null, promoted: null, canceled: null };
-      else if (landed === 'unacked') return this.ack(id, token, result);
+      else if (landed === 'unacked') return this.#ack(id, token, result);
       else throw error;
     }
     if (row.status !== 'ok') throw refusalError(row.status, id, token);
@@ -651,10 +667,14 @@ export class PgBroker implements BrokerBackend {
     if (row.promoted !== null) this.kick();
   }
 
-  async fail(id: string, token: string, reason: Error): Promise<void> {
+  fail(id: string, token: string, reason: Error): Promise<void> {
     assertId('id', id);
     assertToken(token);
     if (!(reason instanceof Error)) throw new InvalidArgumentError('reason', 'an Error', reason);
+    return this.#fail(id, token, reason);
+  }
+
+  async #fail(id: string, token: string, reason: Error): Promise<void> {
     const [row] = await this.#db.query<{ status: string; promoted: string | null }>(
       `SELECT * FROM ${this.#names.S}.fail($1, $2, $3::jsonb, $4)`,
       [id, token, JSON.stringify(encodeError(reason)), this.#nodeId],
@@ -668,9 +688,13 @@ export class PgBroker implements BrokerBackend {
     if (row.promoted !== null) this.kick();
   }
 
-  async remove(id: string, token?: string, cause?: unknown): Promise<boolean> {
+  remove(id: string, token?: string, cause?: unknown): Promise<boolean> {
     assertId('id', id);
     if (token !== undefined && typeof token !== 'string') throw new InvalidArgumentError('token', 'a string or undefined', token);
+    return this.#remove(id, token, cause);
+  }
+
+  async #remove(id: string, token: string | undefined, cause: unknown): Promise<boolean> {
     const [row] = await this.#db.query<{ status: string; prior: EvaluationState | null; promoted: string | null }>(
       `SELECT * FROM ${this.#names.S}.remove($1, $2, $3::jsonb, $4)`,
       [id, token ?? null, cause === undefined ? null : JSON.stringify(encodeError(cause)), this.#nodeId],
@@ -724,11 +748,13 @@ export class PgBroker implements BrokerBackend {
     throw refusalError(row?.refusal ?? (row === undefined ? 'not_outstanding' : 'mismatch'), id, token);
   }
 
-  async outstandingReset(id: string, token: string): Promise<void> {
+  outstandingReset(id: string, token: string): Promise<void> {
     const held = this.#heldOrRefuse(id, token);
     if (held instanceof Promise) return held;
-    if (held.paused) return;
-    if (!(await this.#leases.extendNow(held))) throw new NackTimeoutReachedError(id);
+    if (held.paused) return Promise.resolve();
+    return this.#leases.extendNow(held).then((extended) => {
+      if (!extended) throw new NackTimeoutReachedError(id);
+    });
   }
 
   pauseNackTimeout(id: string, token: string): void | Promise<never> {
@@ -836,8 +862,12 @@ export class PgBroker implements BrokerBackend {
     };
   }
 
-  async inspect(id: string): Promise<EvaluationInfo | undefined> {
+  inspect(id: string): Promise<EvaluationInfo | undefined> {
     assertId('id', id);
+    return this.#inspect(id);
+  }
+
+  async #inspect(id: string): Promise<EvaluationInfo | undefined> {
     const [row] = await this.#db.query<{ state: string; queue: string; deliveries: number; holds_slot: boolean }>(
       `SELECT state, queue, deliveries, holds_slot FROM ${this.#names.S}.evals WHERE id = $1 AND state NOT IN ('acked', 'removed')`,
       [id],
@@ -863,8 +893,12 @@ export class PgBroker implements BrokerBackend {
     this.kick();
   }
 
-  async setEnabled(enabled: boolean): Promise<Evaluation[]> {
+  setEnabled(enabled: boolean): Promise<Evaluation[]> {
     if (typeof enabled !== 'boolean') throw new InvalidArgumentError('enabled', 'a boolean', enabled);
+    return this.#setEnabled(enabled);
+  }
+
+  async #setEnabled(enabled: boolean): Promise<Evaluation[]> {
     if (enabled === this.#enabled) return [];
     this.#enabled = enabled;
     let given: Evaluation[] = [];
