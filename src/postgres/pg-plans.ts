@@ -94,6 +94,7 @@ export class PgPlans implements PlanBackend {
   readonly #queue = new PlanQueue<Job>();
   #seq = 0;
   #running: Promise<void> | undefined;
+  #scheduled = false;
   #open = false;
   #stopped = false;
 
@@ -141,10 +142,16 @@ export class PgPlans implements PlanBackend {
   }
 
   #kick(): void {
-    if (!this.#open || this.#running !== undefined || this.#queue.size === 0) return;
-    this.#running = this.#drain().finally(() => {
-      this.#running = undefined;
-      this.#kick();
+    if (!this.#open || this.#running !== undefined || this.#scheduled || this.#queue.size === 0) return;
+    // After the submitting code yields: the plans of one turn are ordered by priority and share a transaction.
+    this.#scheduled = true;
+    queueMicrotask(() => {
+      this.#scheduled = false;
+      if (this.#running !== undefined) return;
+      this.#running = this.#drain().finally(() => {
+        this.#running = undefined;
+        this.#kick();
+      });
     });
   }
 
