@@ -42,6 +42,8 @@ export const errorCodes = Object.freeze([
   'ERR_RUN_NOT_YET_DUE',
   'ERR_DUPLICATE_RUN',
   'ERR_REPLICA_GAP',
+  'ERR_BACKEND_UNAVAILABLE',
+  'ERR_SCHEMA_VERSION',
 ] as const);
 export type ErrorCode = (typeof errorCodes)[number];
 
@@ -418,6 +420,25 @@ export class ReplicaGapError extends InvalidStateError {
   constructor(appliedIndex: number, received: number) {
     super(`Expected the change set at index ${appliedIndex + 1} (the replica is at ${appliedIndex}), got index ${received}`, {
       details: { appliedIndex, received },
+    });
+  }
+}
+
+/**
+ * A shared backend could not reach its store: the database refused or dropped the connection, or did not answer.
+ * `cause` is the driver's error. A call that rejects with it was not applied twice; whether it was applied at all is
+ * said by its own contract (an enqueue's `accepted` rejects: not admitted; an ack is resolved by re-reading).
+ */
+export class BackendUnavailableError extends TickpoolError {
+  override readonly code: ErrorCode = 'ERR_BACKEND_UNAVAILABLE';
+}
+
+/** The database's schema was migrated by newer code than this: this process must not touch it. */
+export class SchemaVersionError extends TickpoolError {
+  override readonly code: ErrorCode = 'ERR_SCHEMA_VERSION';
+  constructor(schema: string, found: number, supported: number) {
+    super(`Expected schema ${JSON.stringify(schema)} at version ${supported} or older, got version ${found} (migrated by newer code)`, {
+      details: { schema, found, supported },
     });
   }
 }

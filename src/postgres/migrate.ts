@@ -1,0 +1,48 @@
+/**
+ * Versioned, idempotent migrations. Every process runs `migrate()` at start; one transaction holds a
+ * transaction-scoped advisory lock while it reads the version and applies what is missing, so concurrent starts
+ * apply each migration once, and the lock is gone with the transaction (a session lock would outlive a crash of
+ * its holder behind a pooler, and would fence nothing).
+ */
+import { SchemaVersionError } from '../errors.js';
+import type { Database } from './database.js';
+import type { SchemaNames } from './names.js';
+import { schemaV1 } from './schema-v1.js';
+
+export interface Migration {
+  readonly version: number;
+  readonly sql: (names: SchemaNames) => string;
+}
+
+export const migrations: readonly Migration[] = Object.freeze([
+  { version: 1, sql: (n: SchemaNames) => schemaV1(n.S, n.K, n.channel) },
+]);
+
+/** The schema version this code writes and reads. */
+export const SCHEMA_VERSION = migrations[migrations.length - 1]!.version;
+
+/**
+ * Brings the schema to `SCHEMA_VERSION`; answers with the versions it applied (none when another process had).
+ * Rejects with `SchemaVersionError` when the database is at a newer version, changing nothing.
+ */
+export async function migrate(db: Database, names: SchemaNames, list: readonly Migration[] = migrations): Promise<number[]> {
+  const latest = list[list.length - 1]?.version ?? 0;
+  return db.transaction(async (session) => {
+    await session.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [names.migrationLock]);
+    await session.query(`CREATE SCHEMA IF NOT EXISTS ${names.S}`);
+    await session.query(
+      `CREATE TABLE IF NOT EXISTS ${names.S}.migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`,
+    );
+    const [row] = await session.query<{ version: number }>(`SELECT coalesce(max(version), 0)::int AS version FROM ${names.S}.migrations`);
+    const current = row?.version ?? 0;
+    if (current > latest) throw new SchemaVersionError(names.schema, current, latest);
+    const applied: number[] = [];
+    for (const migration of list) {
+      if (migration.version <= current) continue;
+      await session.query(migration.sql(names));
+      await session.query(`INSERT INTO ${names.S}.migrations (version) VALUES ($1)`, [migration.version]);
+      applied.push(migration.version);
+    }
+    return applied;
+  }, 'the schema migration');
+}

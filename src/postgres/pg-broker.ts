@@ -1,0 +1,1038 @@
+/**
+ * The evaluation broker in PostgreSQL: one broker for every engine process sharing the schema. The rules are the
+ * in-memory broker's (see `BrokerBackend`), kept by the database for the whole cluster: admission, the job slot,
+ * promotion and dead-lettering happen in the schema's functions under the job's lock; a delivery is a lease in
+ * database time; ack, nack, fail and remove present the delivery's token and are checked in the same transaction.
+ *
+ * This process's part: it batches the enqueues of one turn into one transaction (`accepted` resolves after its
+ * commit), serves its waiting dequeues from batched fetches (`FOR UPDATE SKIP LOCKED` in a MATERIALIZED CTE, as
+ * many rows as dequeues wait), keeps the leases of what it handed out (`Leases`), and settles the handles it has.
+ * Events are those of what this process did.
+ */
+import { randomUUID } from 'node:crypto';
+import type { BrokerSettings } from '../backend/backend.js';
+import type { BrokerBackend, DequeueCallback, LeaseKeeper } from '../backend/broker-backend.js';
+import type { BrokerEvents } from '../broker/broker-events.js';
+import type { BrokerStats, Delivery, EvaluationInfo, SchedulerStats } from '../broker/eval-broker.js';
+import {
+  assertEvaluation,
+  DEFAULT_NAMESPACE,
+  FAILED_QUEUE,
+  withEvaluationDefaults,
+  type Evaluation,
+  type EvaluationInput,
+  type EvaluationState,
+} from '../broker/evaluation.js';
+import type { AckResult, EvaluationHandle } from '../broker/outcome-waiters.js';
+import type { Clock, TimerHandle } from '../clock.js';
+import {
+  AbortedError,
+  BackendUnavailableError,
+  BrokerDisabledError,
+  DeliveryLimitError,
+  EvalNotOutstandingError,
+  InvalidArgumentError,
+  InvalidEvaluationError,
+  InvalidStateError,
+  NackTimeoutReachedError,
+  SupersededError,
+  TokenMismatchError,
+  UnknownSchedulerError,
+} from '../errors.js';
+import { TypedEmitter } from '../events.js';
+import type { Logger } from '../observability/logger.js';
+import { payloadValidator } from '../payload-size.js';
+import { decodeValue, encodeError, encodeValue } from './codec.js';
+import type { Database } from './database.js';
+import { Held, Leases } from './leases.js';
+import type { Listener } from './listener.js';
+import type { SchemaNames } from './names.js';
+import { OutcomeWatch } from './outcome-watch.js';
+import { PgHandle } from './pg-handle.js';
+
+export interface PgBrokerOptions {
+  readonly db: Database;
+  readonly names: SchemaNames;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly listener: Listener;
+  readonly settings: BrokerSettings;
+  readonly pollMs: number;
+  /** This backend instance: the origin of what it enqueues and the holder of what it dequeues. */
+  readonly nodeId: string;
+}
+
+/** The broker settings with their defaults (the in-memory broker's). */
+export interface LeaseSettings {
+  readonly nackTimeoutMs: number;
+  readonly deliveryLimit: number;
+  readonly initialNackDelayMs: number;
+  readonly subsequentNackDelayMs: number;
+}
+
+interface Waiter {
+  readonly types: readonly string[];
+  readonly key: string;
+  readonly callback: DequeueCallback;
+  timer: TimerHandle | undefined;
+  signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+  answered: boolean;
+}
+
+interface PendingAck {
+  readonly held: Held;
+  readonly result: AckResult | undefined;
+  readonly resolve: () => void;
+  readonly reject: (error: unknown) => void;
+}
+
+interface PendingEnqueue {
+  readonly evaluation: Evaluation;
+  /** Its structured-clone serialization, made at enqueue (where a value that cannot be stored is refused). */
+  readonly body: Buffer;
+  readonly handle: PgHandle;
+  readonly failure: UnknownSchedulerError | undefined;
+}
+
+/** Most rows one fetch asks for. */
+const MAX_FETCH = 256;
+/** Most evaluations one admitting transaction carries. */
+const MAX_ENQUEUE_BATCH = 2_000;
+
+function assertId(name: string, value: unknown): asserts value is string {
+  if (typeof value !== 'string' || value.length === 0) throw new InvalidArgumentError(name, 'a non-empty string', value);
+}
+
+function assertToken(value: unknown): asserts value is string {
+  if (typeof value !== 'string') throw new InvalidArgumentError('token', 'a string', value);
+}
+
+function assertTypes(types: unknown): asserts types is readonly string[] {
+  if (!Array.isArray(types) || types.length === 0) throw new InvalidArgumentError('types', 'a non-empty array of scheduler types', types);
+  for (let i = 0; i < types.length; i++) {
+    const type: unknown = types[i];
+    if (typeof type !== 'string' || type.length === 0) throw new InvalidArgumentError(`types[${i}]`, 'a non-empty string', type);
+  }
+}
+
+function assertAckResult(result: unknown): asserts result is AckResult | undefined {
+  if (result === undefined) return;
+  if (result === null || typeof result !== 'object' || Array.isArray(result)) {
+    throw new InvalidArgumentError('result', 'an object { value?, index?, attempts? } or undefined', result);
+  }
+  const r = result as Record<string, unknown>;
+  for (const key of Object.keys(r)) {
+    if (key !== 'value' && key !== 'index' && key !== 'attempts') {
+      throw new InvalidArgumentError(`result.${key}`, 'no such field (an ack result has value, index, attempts)', r[key]);
+    }
+  }
+  if (r['index'] !== undefined && (!Number.isSafeInteger(r['index']) || (r['index'] as number) < 0)) {
+    throw new InvalidArgumentError('result.index', 'a state index (a safe integer >= 0) or undefined', r['index']);
+  }
+  if (r['attempts'] !== undefined && (!Number.isSafeInteger(r['attempts']) || (r['attempts'] as number) < 1)) {
+    throw new InvalidArgumentError('result.attempts', 'an integer >= 1 or undefined', r['attempts']);
+  }
+}
+
+function withCause<E extends Error>(error: E, cause: unknown): E {
+  if (cause !== undefined) Object.defineProperty(error, 'cause', { value: cause, writable: true, configurable: true, enumerable: false });
+  return error;
+}
+
+/** A refusal code from the schema's functions as the error the in-memory broker throws for it. */
+export function refusalError(status: string, id: string, token: unknown): Error {
+  switch (status) {
+    case 'timed_out':
+    case 'expired':
+      return new NackTimeoutReachedError(id);
+    case 'mismatch':
+      return new TokenMismatchError(id, token);
+    default:
+      return new EvalNotOutstandingError(id);
+  }
+}
+
+export class PgBroker implements BrokerBackend {
+  readonly #db: Database;
+  readonly #names: SchemaNames;
+  readonly #clock: Clock;
+  readonly #logger: Logger;
+  readonly #listener: Listener;
+  readonly #pollMs: number;
+  readonly #nodeId: string;
+  readonly #lease: LeaseSettings;
+  readonly #knownTypes: ReadonlySet<string>;
+  readonly #validatePayload: (payload: unknown) => void;
+  /** Breaks ties between types of equal priority (the broker's `random` option). */
+  readonly #random: () => number;
+  readonly #events: TypedEmitter<BrokerEvents>;
+  readonly #leases: Leases;
+  readonly #outcomes: OutcomeWatch;
+
+  #enabled = true;
+  #paused = false;
+  #open = false;
+  #closed = false;
+
+  #enqueueBatch: PendingEnqueue[] = [];
+  #enqueueScheduled = false;
+  #enqueueRunning: Promise<void> | undefined;
+
+  readonly #waiters: Waiter[] = [];
+  #ackBatch: PendingAck[] = [];
+  #acking = false;
+  #fetching = false;
+  #fetchAgain = false;
+  #pollTimer: TimerHandle | undefined;
+  /** Told of each delivery handed over (the backend makes the replica catch up to its modifyIndex). */
+  onDelivery: ((evaluation: Evaluation) => void) | undefined = undefined;
+  /** Deliveries being handed over or given back: `close()` waits for them. */
+  readonly #inFlight = new Set<Promise<unknown>>();
+
+  constructor(options: PgBrokerOptions) {
+    this.#db = options.db;
+    this.#names = options.names;
+    this.#clock = options.clock;
+    this.#logger = options.logger;
+    this.#listener = options.listener;
+    this.#pollMs = options.pollMs;
+    this.#nodeId = options.nodeId;
+    const s = options.settings;
+    this.#lease = {
+      nackTimeoutMs: s.nackTimeoutMs ?? 60_000,
+      deliveryLimit: s.deliveryLimit ?? 3,
+      initialNackDelayMs: s.initialNackDelayMs ?? 1_000,
+      subsequentNackDelayMs: s.subsequentNackDelayMs ?? 20_000,
+    };
+    this.#knownTypes = new Set(s.knownTypes);
+    this.#random = typeof s.random === 'function' ? s.random : Math.random;
+    this.#validatePayload = payloadValidator(s.maxPayloadBytes);
+    this.#events = new TypedEmitter<BrokerEvents>(() => this.#logger);
+    this.#outcomes = new OutcomeWatch(this.#db, this.#names, this.#clock, this.#logger, this.#pollMs);
+    this.#leases = new Leases(this.#db, this.#names, this.#clock, this.#logger, this.#lease.nackTimeoutMs, {
+      expire: (held) => this.#expire(held),
+      lost: (held) => this.#lost(held),
+      extended: (held) => {
+        if (this.#events.hasListeners('broker:extend')) {
+          this.#events.emit('broker:extend', { evaluation: held.evaluation, token: held.token, deadline: held.leaseEnd });
+        }
+      },
+    });
+  }
+
+  get events(): TypedEmitter<BrokerEvents> {
+    return this.#events;
+  }
+
+  get enabled(): boolean {
+    return this.#enabled;
+  }
+
+  get paused(): boolean {
+    return this.#paused;
+  }
+
+  /** The lease settings this process applies (nack timeout, delivery limit, nack delays). */
+  get leaseSettings(): LeaseSettings {
+    return this.#lease;
+  }
+
+  /** This backend instance's id (the `holder` of its deliveries, the `origin` of its enqueues). */
+  get nodeId(): string {
+    return this.#nodeId;
+  }
+
+  /** Deliveries this process holds. */
+  get held(): number {
+    return this.#leases.size;
+  }
+
+  /** Subscribes to the notifications it needs; called by the backend before the listener connects. */
+  subscribe(): void {
+    this.#listener.subscribe(this.#names.channels.ready, { onNotify: () => this.kick(), onConnect: () => this.kick() });
+    this.#listener.subscribe(this.#names.channels.outcome, {
+      onNotify: (payload) => {
+        if (payload === this.#nodeId) this.#outcomes.hint();
+      },
+      onConnect: () => this.#outcomes.hint(),
+    });
+  }
+
+  open(): void {
+    this.#open = true;
+    this.#flushEnqueuesSoon();
+    this.kick();
+  }
+
+  // ───────────────────────────── admission ─────────────────────────────
+
+  enqueue(input: EvaluationInput): EvaluationHandle {
+    if (!this.#enabled) throw new BrokerDisabledError('enqueue');
+    if (this.#closed) throw new InvalidStateError('Expected an open PostgreSQL broker to enqueue into, but it is closed');
+    const evaluation = withEvaluationDefaults(input);
+    assertEvaluation(evaluation, this.#validatePayload);
+    const known = this.#outcomes.get(evaluation.id);
+    if (known !== undefined && !known.settled) return known;
+    let body: Buffer;
+    try {
+      body = encodeValue(evaluation);
+    } catch {
+      // Shared memory cannot leave the process: a SharedArrayBuffer is refused by the serializer.
+      throw new InvalidEvaluationError('evaluation.payload', 'a value that can be stored in the database (structured-cloneable, no shared memory)', evaluation.payload);
+    }
+    const handle = new PgHandle(evaluation, (h) => this.#outcomes.watch(h));
+    this.#outcomes.track(handle);
+    const failure = this.#knownTypes.has(evaluation.type) ? undefined : new UnknownSchedulerError(evaluation.type, [...this.#knownTypes]);
+    this.#enqueueBatch.push({ evaluation, body, handle, failure });
+    this.#flushEnqueuesSoon();
+    return handle;
+  }
+
+  #flushEnqueuesSoon(): void {
+    if (!this.#open || this.#enqueueScheduled || this.#enqueueRunning !== undefined || this.#enqueueBatch.length === 0) return;
+    this.#enqueueScheduled = true;
+    // Everything enqueued in this turn goes into one transaction.
+    queueMicrotask(() => {
+      this.#enqueueScheduled = false;
+      this.#enqueueRunning = this.#runEnqueues().finally(() => {
+        this.#enqueueRunning = undefined;
+        this.#flushEnqueuesSoon();
+      });
+    });
+  }
+
+  async #runEnqueues(): Promise<void> {
+    while (this.#enqueueBatch.length > 0) {
+      const batch = this.#enqueueBatch.splice(0, MAX_ENQUEUE_BATCH);
+      await this.#admit(batch);
+    }
+  }
+
+  async #admit(batch: PendingEnqueue[]): Promise<void> {
+    const e = batch.map((p) => p.evaluation);
+    let rows: { id: string; admitted: 'new' | 'held'; state: string; due_in_ms: number | null }[];
+    try {
+      rows = await this.#db.query(
+        `SELECT * FROM ${this.#names.S}.enqueue($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::bigint[],
+           $7::bigint[], $8::float8[], $9::float8[], $10::bytea[], $11::jsonb[], $12::uuid)`,
+        [
+          e.map((x) => x.id),
+          e.map((x) => x.namespace ?? DEFAULT_NAMESPACE),
+          e.map((x) => x.jobId),
+          e.map((x) => x.type),
+          e.map((x) => x.priority),
+          e.map((x) => x.modifyIndex ?? 0),
+          e.map((x) => x.createIndex ?? 0),
+          e.map((x) => x.wait ?? null),
+          e.map((x) => x.waitUntil ?? null),
+          batch.map((p) => p.body),
+          batch.map((p) => (p.failure === undefined ? null : JSON.stringify(encodeError(p.failure)))),
+          this.#nodeId,
+        ],
+        'an enqueue',
+      );
+    } catch (error) {
+      // An ambiguous failure (the COMMIT broke) may have admitted them: enqueueing the same ids again is safe.
+      this.#logger.warn({ err: error, evaluations: batch.length }, 'enqueue failed');
+      for (const p of batch) p.handle.refused(error as Error);
+      return;
+    }
+    const now = this.#clock.now();
+    let ready = false;
+    // Rows come back by id (the lock-free admissions first): each id's rows in batch order.
+    const byId = new Map<string, (typeof rows)[number][]>();
+    for (const row of rows) {
+      const list = byId.get(row.id);
+      if (list === undefined) byId.set(row.id, [row]);
+      else list.push(row);
+    }
+    for (const p of batch) {
+      const row = byId.get(p.evaluation.id)?.shift();
+      p.handle.admitted();
+      if (row === undefined || row.admitted !== 'new') continue;
+      if (row.state === 'ready') ready = true;
+      if (this.#events.hasListeners('broker:enqueue')) {
+        this.#events.emit('broker:enqueue', {
+          evaluation: p.evaluation,
+          delayedUntil: row.due_in_ms === null ? undefined : now + Number(row.due_in_ms),
+        });
+      }
+      if (p.failure !== undefined) {
+        p.handle.rejected(p.failure);
+        if (this.#events.hasListeners('broker:failed')) this.#events.emit('broker:failed', { evaluation: p.evaluation, reason: p.failure });
+      }
+    }
+    if (ready) this.kick();
+  }
+
+  // ───────────────────────────── dequeue ─────────────────────────────
+
+  /** Never does I/O: a delivery exists here only for a dequeue that waits, so there is none to hand out now. */
+  tryDequeue(types: readonly string[]): Delivery | undefined {
+    assertTypes(types);
+    if (!this.#enabled) throw new BrokerDisabledError('tryDequeue');
+    return undefined;
+  }
+
+  dequeue(types: readonly string[], timeoutMs: number, signal?: AbortSignal): Promise<Delivery | undefined> {
+    return new Promise<Delivery | undefined>((resolve, reject) => {
+      this.dequeueWith(types, timeoutMs, signal, (error, delivery) => (error === undefined ? resolve(delivery) : reject(error)));
+    });
+  }
+
+  dequeueMany(types: readonly string[], max: number, timeoutMs: number, signal?: AbortSignal): Promise<Delivery[]> {
+    if (!Number.isSafeInteger(max) || max < 1) return Promise.reject(new InvalidArgumentError('max', 'an integer >= 1', max));
+    return this.#dequeueMany(types, max, timeoutMs, signal);
+  }
+
+  async #dequeueMany(types: readonly string[], max: number, timeoutMs: number, signal: AbortSignal | undefined): Promise<Delivery[]> {
+    const first = await this.dequeue(types, timeoutMs, signal);
+    if (first === undefined) return [];
+    const rest = max > 1 ? await this.#fetch([...new Set(types)], max - 1) : [];
+    return [first, ...rest.map((h) => this.#handOver(h))];
+  }
+
+  dequeueWith(types: readonly string[], timeoutMs: number, signal: AbortSignal | undefined, callback: DequeueCallback): void {
+    if (typeof callback !== 'function') throw new InvalidArgumentError('callback', 'a function', callback);
+    try {
+      assertTypes(types);
+      if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs < 0) {
+        throw new InvalidArgumentError('timeoutMs', 'a finite number of ms >= 0 (0 waits forever)', timeoutMs);
+      }
+      if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidArgumentError('signal', 'an AbortSignal or undefined', signal);
+    } catch (error) {
+      return this.#answer(callback, error as Error, undefined);
+    }
+    if (!this.#enabled || this.#closed) return this.#answer(callback, new BrokerDisabledError('dequeue'), undefined);
+    if (signal?.aborted === true) return this.#answer(callback, new AbortedError('dequeue'), undefined);
+    const unique = [...new Set(types)];
+    const waiter: Waiter = { types: unique, key: unique.join('\u0000'), callback, timer: undefined, signal, onAbort: undefined, answered: false };
+    if (timeoutMs > 0) {
+      waiter.timer = this.#clock.setTimer(() => this.#settleWaiter(waiter, undefined, undefined), timeoutMs);
+    }
+    if (signal !== undefined) {
+      waiter.onAbort = () => this.#settleWaiter(waiter, new AbortedError('dequeue'), undefined);
+      signal.addEventListener('abort', waiter.onAbort, { once: true });
+    }
+    this.#waiters.push(waiter);
+    this.kick();
+  }
+
+  #answer(callback: DequeueCallback, error: Error | undefined, delivery: Delivery | undefined): void {
+    try {
+      callback(error, delivery);
+    } catch (thrown) {
+      this.#logger.error({ err: thrown, evalId: delivery?.evaluation.id }, 'dequeue callback threw');
+    }
+  }
+
+  #settleWaiter(waiter: Waiter, error: Error | undefined, delivery: Delivery | undefined): void {
+    if (waiter.answered) return;
+    waiter.answered = true;
+    const at = this.#waiters.indexOf(waiter);
+    if (at >= 0) this.#waiters.splice(at, 1);
+    if (waiter.timer !== undefined) this.#clock.clearTimer(waiter.timer);
+    if (waiter.onAbort !== undefined) waiter.signal?.removeEventListener('abort', waiter.onAbort);
+    this.#answer(waiter.callback, error, delivery);
+  }
+
+  /** Something may be ready (a notification, an enqueue, a promotion, a poll): fetch for the waiting dequeues. */
+  kick(): void {
+    if (!this.#open || this.#closed) return;
+    if (this.#fetching) {
+      this.#fetchAgain = true;
+      return;
+    }
+    if (this.#waiters.length === 0 || this.#paused || !this.#enabled) return;
+    void this.#serveWaiters();
+  }
+
+  async #serveWaiters(): Promise<void> {
+    this.#fetching = true;
+    try {
+      do {
+        this.#fetchAgain = false;
+        // One fetch per distinct set of types, for as many dequeues as wait on it, in arrival order.
+        const keys = [...new Set(this.#waiters.map((w) => w.key))];
+        for (const key of keys) {
+          while (!this.#paused && this.#enabled && !this.#closed) {
+            const waiting = this.#waiters.filter((w) => w.key === key);
+            if (waiting.length === 0) break;
+            const rows = await this.#fetch(waiting[0]!.types, Math.min(MAX_FETCH, waiting.length));
+            for (const row of rows) {
+              const waiter = this.#waiters.find((w) => w.key === key);
+              if (waiter === undefined || this.#paused || !this.#enabled) {
+                // Its dequeue went away while the fetch was out: back, uncharged, not left to its lease.
+                this.#giveBack(row);
+                continue;
+              }
+              this.#settleWaiter(waiter, undefined, this.#handOver(row));
+            }
+            if (rows.length < waiting.length) break;
+          }
+        }
+      } while (this.#fetchAgain && !this.#closed);
+    } catch (error) {
+      this.#logger.warn({ err: error }, 'dequeue fetch failed; retrying at the next poll');
+    } finally {
+      this.#fetching = false;
+      this.#armPoll();
+    }
+  }
+
+  /** Polls while dequeues wait and nothing was found: notifications are hints, this is the backstop. */
+  #armPoll(): void {
+    if (this.#pollTimer !== undefined || this.#closed || this.#waiters.length === 0) return;
+    this.#pollTimer = this.#clock.setTimer(() => {
+      this.#pollTimer = undefined;
+      this.kick();
+      this.#armPoll();
+    }, this.#pollMs, { unref: true });
+  }
+
+  /** Leases up to `max` of the best ready evaluations across `types`. */
+  async #fetch(types: readonly string[], max: number): Promise<Held[]> {
+    const S = this.#names.S;
+    const sentAt = this.#clock.now();
+    const rows = await this.#db.query<{ id: string; body: Buffer; queue: string; deliveries: number; token: string; priority: number; create_index: string; seq: string }>(
+      `WITH candidates AS MATERIALIZED (
+         SELECT c.id, c.priority,
+                row_number() OVER (PARTITION BY t.queue ORDER BY c.priority DESC, c.create_index, c.seq) AS rank
+           FROM unnest($1::text[]) AS t(queue)
+           CROSS JOIN LATERAL (
+             SELECT e.id, e.priority, e.create_index, e.seq FROM ${S}.evals e
+              WHERE e.state = 'ready' AND e.queue = t.queue
+              ORDER BY e.priority DESC, e.create_index, e.seq
+              LIMIT $2 FOR UPDATE SKIP LOCKED) c),
+       picked AS MATERIALIZED (
+         SELECT id FROM candidates ORDER BY priority DESC, rank, random() LIMIT $2)
+       UPDATE ${S}.evals e
+          SET state = 'unacked', token = gen_random_uuid()::text, holder = $4::uuid,
+              lease_until = clock_timestamp() + $3::float8 * interval '1 millisecond',
+              deliveries = e.deliveries + CASE WHEN e.queue = '${FAILED_QUEUE}' THEN 0 ELSE 1 END
+        WHERE e.id = ANY(ARRAY(SELECT id FROM picked))
+       RETURNING e.id, e.body, e.queue, e.deliveries, e.token, e.priority, e.create_index, e.seq`,
+      [types, max, this.#lease.nackTimeoutMs, this.#nodeId],
+      'a dequeue',
+    );
+    // Best first: priority, then the turn within its type (FIFO), ties between types at random.
+    const turn = new Map<string, number>();
+    const tie = new Map<string, number>();
+    const ranked = rows
+      .sort((a, b) => a.queue.localeCompare(b.queue) || b.priority - a.priority || Number(a.create_index) - Number(b.create_index) || Number(a.seq) - Number(b.seq))
+      .map((row) => {
+        const rank = (turn.get(row.queue) ?? 0) + 1;
+        turn.set(row.queue, rank);
+        if (!tie.has(row.queue)) tie.set(row.queue, this.#random());
+        return { row, rank };
+      })
+      .sort((a, b) => b.row.priority - a.row.priority || a.rank - b.rank || tie.get(a.row.queue)! - tie.get(b.row.queue)!);
+    const held: Held[] = [];
+    for (const { row } of ranked) {
+      const evaluation = decodeValue(row.body) as Evaluation;
+      const h = new Held(row.id, row.token, evaluation, row.queue, row.deliveries, sentAt + this.#lease.nackTimeoutMs);
+      this.#leases.add(h);
+      held.push(h);
+    }
+    return held;
+  }
+
+  #handOver(held: Held): Delivery {
+    const delivery: Delivery = { evaluation: held.evaluation, token: held.token };
+    this.onDelivery?.(held.evaluation);
+    if (this.#events.hasListeners('broker:dequeue')) {
+      this.#events.emit('broker:dequeue', { evaluation: held.evaluation, token: held.token, queue: held.queue, deliveries: held.deliveries });
+    }
+    return delivery;
+  }
+
+  #giveBack(held: Held): void {
+    this.#leases.delete(held);
+    this.#track(
+      this.#db
+        .query(`SELECT ${this.#names.S}.give_back($1, $2)`, [held.id, held.token], 'a give-back')
+        .catch((error: unknown) => this.#logger.warn({ err: error, evalId: held.id }, 'give-back failed; its lease will end instead')),
+    );
+  }
+
+  /** Resolves once what this process started in the background (timed-out nacks, give-backs, fetches) is done. */
+  async idle(): Promise<void> {
+    while (this.#inFlight.size > 0 || this.#fetching || this.#acking || this.#enqueueRunning !== undefined) {
+      await Promise.allSettled([...this.#inFlight, this.#enqueueRunning]);
+      if (this.#fetching || this.#acking) await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  }
+
+  #track<T>(promise: Promise<T>): void {
+    this.#inFlight.add(promise);
+    void promise.finally(() => this.#inFlight.delete(promise));
+  }
+
+  // ───────────────────────────── settlement ─────────────────────────────
+
+  ack(id: string, token: string, result?: AckResult): Promise<void> {
+    assertId('id', id);
+    assertToken(token);
+    assertAckResult(result);
+    const held = this.#leases.byToken(token);
+    if (held === undefined || held.id !== id) return this.#ack(id, token, result);
+    // A delivery held here: its job is known, so it can go with the other acks of this turn in one call.
+    return new Promise<void>((resolve, reject) => {
+      this.#ackBatch.push({ held, result, resolve, reject });
+      if (this.#ackBatch.length === 1 && !this.#acking) queueMicrotask(() => void this.#flushAcks());
+    });
+  }
+
+  async #flushAcks(): Promise<void> {
+    if (this.#acking) return;
+    this.#acking = true;
+    try {
+      while (this.#ackBatch.length > 0) {
+        const batch = this.#ackBatch.splice(0, MAX_FETCH);
+        await this.#ackMany(batch);
+      }
+    } finally {
+      this.#acking = false;
+    }
+  }
+
+  async #ackMany(batch: PendingAck[]): Promise<void> {
+    let rows: { id: string | null; status: string | null; deliveries: number | null; promoted: string | null; canceled: string[] | null }[];
+    try {
+      rows = await this.#db.query(
+        `SELECT * FROM ${this.#names.S}.ack_many($1::text[], $2::text[], $3::bytea[], $4::bigint[], $5::int[], $6::text[], $7::text[], $8)`,
+        [
+          batch.map((a) => a.held.id),
+          batch.map((a) => a.held.token),
+          batch.map((a) => encodeValue(a.result?.value)),
+          batch.map((a) => a.result?.index ?? 0),
+          batch.map((a) => a.result?.attempts ?? 1),
+          batch.map((a) => a.held.evaluation.namespace ?? DEFAULT_NAMESPACE),
+          batch.map((a) => a.held.evaluation.jobId),
+          this.#nodeId,
+        ],
+        'an ack',
+      );
+    } catch (error) {
+      // Unknown whether it landed: each one is resolved by re-reading, never acked twice.
+      for (const a of batch) this.#ack(a.held.id, a.held.token, a.result, error).then(a.resolve, a.reject);
+      return;
+    }
+    const byId = new Map<string, (typeof rows)[number]>();
+    for (const row of rows) {
+      if (row.id !== null) byId.set(row.id, row);
+      else if (row.promoted !== null) this.settledPromotion(row.promoted, row.canceled);
+    }
+    for (const a of batch) {
+      const row = byId.get(a.held.id);
+      if (row?.status !== 'ok') {
+        a.reject(refusalError(row?.status ?? 'not_outstanding', a.held.id, a.held.token));
+        continue;
+      }
+      this.settledAck(a.held.id, a.held.token, {
+        value: a.result?.value,
+        index: a.result?.index ?? 0,
+        attempts: a.result?.attempts ?? 1,
+        deliveries: row.deliveries ?? 0,
+      });
+      a.resolve();
+    }
+  }
+
+  /** One ack on its own; with `failed`, the error of a first try whose outcome is unknown (re-read first). */
+  async #ack(id: string, token: string, result: AckResult | undefined, failed?: unknown): Promise<void> {
+    const value = encodeValue(result?.value);
+    const index = result?.index ?? 0;
+    const attempts = result?.attempts ?? 1;
+    let row: { status: string; deliveries: number | null; promoted: string | null; canceled: string[] | null };
+    try {
+      if (failed !== undefined) throw failed;
+      [row] = (await this.#db.query(`SELECT * FROM ${this.#names.S}.ack($1, $2, $3, $4, $5, $6)`, [id, token, value, index, attempts, this.#nodeId], 'an ack')) as [typeof row];
+    } catch (error) {
+      // The connection broke with the ack on its way (it may have committed): re-read whether it landed, never ack twice.
+      if (!(error instanceof BackendUnavailableError)) throw error;
+      const landed = await this.#landed(id, token);
+      if (landed === 'acked') row = { status: 'ok', deliveries: null, promoted: null, canceled: null };
+      else if (landed === 'unacked') return this.#ack(id, token, result);
+      else throw error;
+    }
+    if (row.status !== 'ok') throw refusalError(row.status, id, token);
+    this.settledAck(id, token, { value: result?.value, index, attempts, deliveries: row.deliveries ?? undefined });
+    if (row.promoted !== null) this.settledPromotion(row.promoted, row.canceled);
+  }
+
+  /** Whether an ack of (id, token) is in the database ('acked'), still to do ('unacked') or impossible (undefined). */
+  async #landed(id: string, token: string): Promise<'acked' | 'unacked' | undefined> {
+    const [row] = await this.#db.query<{ state: string; token: string | null }>(
+      `SELECT state, token FROM ${this.#names.S}.evals WHERE id = $1`,
+      [id],
+      'an ack check',
+    );
+    if (row === undefined || row.token !== token) return undefined;
+    return row.state === 'acked' ? 'acked' : row.state === 'unacked' ? 'unacked' : undefined;
+  }
+
+  /**
+   * The local side of an ack that committed (here or in a plan's commit): the lease is over, the handle resolves,
+   * the event goes out.
+   */
+  settledAck(
+    id: string,
+    token: string,
+    outcome: { readonly value: unknown; readonly index: number; readonly attempts: number; readonly deliveries: number | undefined },
+  ): void {
+    const held = this.#leases.byToken(token);
+    if (held !== undefined) this.#leases.delete(held);
+    // Unknown (a cut-off commit that landed): the held delivery's own count is the one the database has.
+    const deliveries = outcome.deliveries ?? held?.deliveries ?? 0;
+    this.#outcomes.settle(id, (h) => h.acked(outcome.value, outcome.index, outcome.attempts, deliveries));
+    if (held !== undefined && this.#events.hasListeners('broker:ack')) this.#events.emit('broker:ack', { evaluation: held.evaluation, token });
+  }
+
+  /** An ack promoted `promoted` and superseded `canceled` (their handles here reject with `SupersededError`). */
+  settledPromotion(promoted: string, canceled: readonly string[] | null): void {
+    if (canceled !== null && canceled.length > 0) {
+      for (const c of canceled) this.#outcomes.settle(c, (h) => h.rejected(() => new SupersededError(c, promoted)));
+      if (this.#events.hasListeners('broker:cancelable')) void this.#emitCancelable(canceled);
+    }
+    this.kick();
+  }
+
+  async #emitCancelable(ids: readonly string[]): Promise<void> {
+    try {
+      const rows = await this.#db.query<{ body: Buffer }>(`SELECT body FROM ${this.#names.S}.evals WHERE id = ANY($1::text[])`, [ids]);
+      this.#events.emit('broker:cancelable', { evaluations: rows.map((r) => decodeValue(r.body) as Evaluation) });
+    } catch (error) {
+      this.#logger.debug({ err: error }, 'could not read the superseded evaluations for broker:cancelable');
+    }
+  }
+
+  nack(id: string, token: string, reason?: Error): Promise<void> {
+    assertId('id', id);
+    assertToken(token);
+    if (reason !== undefined && !(reason instanceof Error)) throw new InvalidArgumentError('reason', 'an Error or undefined', reason);
+    return this.#nack(id, token, reason, false);
+  }
+
+  async #nack(id: string, token: string, reason: Error | undefined, timedOut: boolean): Promise<void> {
+    const l = this.#lease;
+    const [row] = await this.#db.query<{ status: string; deliveries: number; failed: boolean; delay_ms: number; promoted: string | null }>(
+      `SELECT * FROM ${this.#names.S}.nack($1, $2, $3::jsonb, $4, $5, $6, $7, $8)`,
+      [id, token, reason === undefined ? null : JSON.stringify(encodeError(reason)), timedOut, l.deliveryLimit, l.initialNackDelayMs, l.subsequentNackDelayMs, this.#nodeId],
+      'a nack',
+    );
+    const held = this.#leases.byToken(token);
+    if (row === undefined || row.status !== 'ok') {
+      if (held !== undefined && timedOut) this.#lost(held);
+      throw refusalError(row?.status ?? 'not_outstanding', id, token);
+    }
+    if (held !== undefined) this.#leases.delete(held);
+    if (row.failed) {
+      const error = withCause(new DeliveryLimitError(id, row.deliveries, l.deliveryLimit), reason);
+      this.#outcomes.settle(id, (h) => h.rejected(error));
+    }
+    if (held !== undefined) {
+      if (this.#events.hasListeners('broker:nack')) {
+        this.#events.emit('broker:nack', {
+          evaluation: held.evaluation,
+          token,
+          timedOut,
+          deliveries: row.deliveries,
+          delayMs: Number(row.delay_ms),
+          failed: row.failed,
+          reason,
+        });
+      }
+      if (row.failed && this.#events.hasListeners('broker:failed')) {
+        this.#events.emit('broker:failed', { evaluation: held.evaluation, reason: withCause(new DeliveryLimitError(id, row.deliveries, l.deliveryLimit), reason) });
+      }
+    }
+    if (!row.failed && Number(row.delay_ms) === 0) this.kick();
+    if (row.promoted !== null) this.kick();
+  }
+
+  fail(id: string, token: string, reason: Error): Promise<void> {
+    assertId('id', id);
+    assertToken(token);
+    if (!(reason instanceof Error)) throw new InvalidArgumentError('reason', 'an Error', reason);
+    return this.#fail(id, token, reason);
+  }
+
+  async #fail(id: string, token: string, reason: Error): Promise<void> {
+    const [row] = await this.#db.query<{ status: string; promoted: string | null }>(
+      `SELECT * FROM ${this.#names.S}.fail($1, $2, $3::jsonb, $4)`,
+      [id, token, JSON.stringify(encodeError(reason)), this.#nodeId],
+      'a fail',
+    );
+    if (row === undefined || row.status !== 'ok') throw refusalError(row?.status ?? 'not_outstanding', id, token);
+    const held = this.#leases.byToken(token);
+    if (held !== undefined) this.#leases.delete(held);
+    this.#outcomes.settle(id, (h) => h.rejected(reason));
+    if (held !== undefined && this.#events.hasListeners('broker:failed')) this.#events.emit('broker:failed', { evaluation: held.evaluation, reason });
+    if (row.promoted !== null) this.kick();
+  }
+
+  remove(id: string, token?: string, cause?: unknown): Promise<boolean> {
+    assertId('id', id);
+    if (token !== undefined && typeof token !== 'string') throw new InvalidArgumentError('token', 'a string or undefined', token);
+    return this.#remove(id, token, cause);
+  }
+
+  async #remove(id: string, token: string | undefined, cause: unknown): Promise<boolean> {
+    const [row] = await this.#db.query<{ status: string; prior: EvaluationState | null; promoted: string | null }>(
+      `SELECT * FROM ${this.#names.S}.remove($1, $2, $3::jsonb, $4)`,
+      [id, token ?? null, cause === undefined ? null : JSON.stringify(encodeError(cause)), this.#nodeId],
+      'a remove',
+    );
+    if (row === undefined || row.status === 'absent') return false;
+    if (row.status !== 'ok') throw refusalError(row.status, id, token);
+    const held = token === undefined ? undefined : this.#leases.byToken(token);
+    if (held !== undefined) this.#leases.delete(held);
+    this.#outcomes.settle(id, (h) => h.rejected(() => new AbortedError(`evaluation ${JSON.stringify(id)}`, { cause })));
+    if (this.#events.hasListeners('broker:remove')) {
+      const evaluation = held?.evaluation ?? this.#outcomes.get(id)?.evaluation;
+      if (evaluation !== undefined) this.#events.emit('broker:remove', { evaluation, state: row.prior ?? 'ready' });
+    }
+    if (row.promoted !== null) this.kick();
+    return true;
+  }
+
+  rejectOutcomes(reason: (evaluation: Evaluation) => Error): void {
+    if (typeof reason !== 'function') throw new InvalidArgumentError('reason', 'a function (evaluation) => Error', reason);
+    for (const handle of this.#outcomes.unsettled()) handle.abandoned(() => reason(handle.evaluation));
+  }
+
+  // ───────────────────────────── leases ─────────────────────────────
+
+  outstanding(id: string): string | undefined | Promise<string | undefined> {
+    assertId('id', id);
+    const held = this.#leases.byId(id);
+    if (held !== undefined) return held.token;
+    return this.#db
+      .query<{ token: string }>(`SELECT token FROM ${this.#names.S}.evals WHERE id = $1 AND state = 'unacked'`, [id], 'an outstanding look-up')
+      .then((rows) => rows[0]?.token);
+  }
+
+  /** The held delivery for (id, token), or the refusal the database gives for it. */
+  #heldOrRefuse(id: string, token: string): Held | Promise<never> {
+    assertId('id', id);
+    assertToken(token);
+    const held = this.#leases.byToken(token);
+    if (held !== undefined && held.id === id) return held;
+    return this.#refusal(id, token);
+  }
+
+  async #refusal(id: string, token: string): Promise<never> {
+    const [row] = await this.#db.query<{ refusal: string | null }>(
+      `SELECT ${this.#names.S}.refusal(e, $2) AS refusal FROM ${this.#names.S}.evals e WHERE e.id = $1`,
+      [id, token],
+      'a token check',
+    );
+    // A current token this process does not hold (a delivery handed out by another process) is still not its own.
+    throw refusalError(row?.refusal ?? (row === undefined ? 'not_outstanding' : 'mismatch'), id, token);
+  }
+
+  outstandingReset(id: string, token: string): Promise<void> {
+    const held = this.#heldOrRefuse(id, token);
+    if (held instanceof Promise) return held;
+    if (held.paused) return Promise.resolve();
+    return this.#leases.extendNow(held).then((extended) => {
+      if (!extended) throw new NackTimeoutReachedError(id);
+    });
+  }
+
+  pauseNackTimeout(id: string, token: string): void | Promise<never> {
+    const held = this.#heldOrRefuse(id, token);
+    if (held instanceof Promise) return held;
+    this.#leases.pause(held);
+  }
+
+  resumeNackTimeout(id: string, token: string): void | Promise<never> {
+    const held = this.#heldOrRefuse(id, token);
+    if (held instanceof Promise) return held;
+    this.#leases.resume(held);
+  }
+
+  keepLeases(keeper: LeaseKeeper | undefined): void {
+    this.#leases.keepLeases(keeper);
+  }
+
+  /** The keeper let the lease go and its end came: the nack deadline fired. */
+  #expire(held: Held): void {
+    this.#track(
+      this.#nack(held.id, held.token, new NackTimeoutReachedError(held.id), true).catch((error: unknown) =>
+        this.#logger.debug({ err: error, evalId: held.id }, 'timed-out nack refused (the lease was already over)'),
+      ),
+    );
+  }
+
+  /** The database no longer has this process's lease: whoever works on it here must stop. */
+  #lost(held: Held): void {
+    if (held.ended) return;
+    this.#leases.delete(held);
+    this.#logger.info({ evalId: held.id }, 'lease lost (it ran out and was taken over)');
+    if (this.#events.hasListeners('broker:nack')) {
+      this.#events.emit('broker:nack', {
+        evaluation: held.evaluation,
+        token: held.token,
+        timedOut: true,
+        deliveries: held.deliveries,
+        delayMs: 0,
+        failed: false,
+        reason: new NackTimeoutReachedError(held.id),
+      });
+    }
+  }
+
+  /** The job of a delivery this process holds (the plan committer locks it before acking in its commit). */
+  jobOf(id: string, token: string): { namespace: string; jobId: string } | undefined {
+    const held = this.#leases.byToken(token);
+    if (held === undefined || held.id !== id) return undefined;
+    return { namespace: held.evaluation.namespace ?? DEFAULT_NAMESPACE, jobId: held.evaluation.jobId };
+  }
+
+  /** Reaped elsewhere or by this process's reaper: a delivery this process held is over. */
+  reaped(token: string): void {
+    const held = this.#leases.byToken(token);
+    if (held !== undefined) this.#lost(held);
+  }
+
+  // ───────────────────────────── state ─────────────────────────────
+
+  async stats(): Promise<BrokerStats> {
+    const rows = await this.#db.query<{ state: string; queue: string; n: number }>(
+      `SELECT state, queue, count(*)::int AS n FROM ${this.#names.S}.evals WHERE state NOT IN ('acked', 'removed') GROUP BY state, queue`,
+      [],
+      'broker stats',
+    );
+    let totalReady = 0;
+    let totalUnacked = 0;
+    let totalPending = 0;
+    let totalWaiting = 0;
+    let totalCancelable = 0;
+    let totalFailed = 0;
+    const byScheduler: Record<string, { ready: number; unacked: number }> = Object.create(null) as Record<string, { ready: number; unacked: number }>;
+    const queue = (name: string): { ready: number; unacked: number } => (byScheduler[name] ??= { ready: 0, unacked: 0 });
+    for (const { state, queue: name, n } of rows) {
+      switch (state) {
+        case 'ready':
+          queue(name).ready += n;
+          if (name === FAILED_QUEUE) totalFailed += n;
+          else totalReady += n;
+          break;
+        case 'unacked':
+          queue(name).unacked += n;
+          totalUnacked += n;
+          break;
+        case 'pending':
+          totalPending += n;
+          break;
+        case 'waiting':
+          totalWaiting += n;
+          break;
+        case 'cancelable':
+          totalCancelable += n;
+          break;
+      }
+    }
+    return {
+      totalReady,
+      totalUnacked,
+      totalPending,
+      totalWaiting,
+      totalCancelable,
+      totalFailed,
+      byScheduler: Object.fromEntries(Object.entries(byScheduler)) as Record<string, SchedulerStats>,
+    };
+  }
+
+  inspect(id: string): Promise<EvaluationInfo | undefined> {
+    assertId('id', id);
+    return this.#inspect(id);
+  }
+
+  async #inspect(id: string): Promise<EvaluationInfo | undefined> {
+    const [row] = await this.#db.query<{ state: string; queue: string; deliveries: number; holds_slot: boolean }>(
+      `SELECT state, queue, deliveries, holds_slot FROM ${this.#names.S}.evals WHERE id = $1 AND state NOT IN ('acked', 'removed')`,
+      [id],
+      'an inspect',
+    );
+    if (row === undefined) return undefined;
+    const failed = row.queue === FAILED_QUEUE;
+    const state: EvaluationState = row.state === 'ready' && failed ? 'failed' : (row.state as EvaluationState);
+    const inQueue = row.state === 'ready' || row.state === 'unacked';
+    return { state, queue: inQueue ? row.queue : undefined, deliveries: row.deliveries, holdsJobSlot: row.holds_slot };
+  }
+
+  pause(): void {
+    if (this.#paused) return;
+    this.#paused = true;
+    this.#events.emit('broker:paused', { paused: true });
+  }
+
+  resume(): void {
+    if (!this.#paused) return;
+    this.#paused = false;
+    this.#events.emit('broker:paused', { paused: false });
+    this.kick();
+  }
+
+  setEnabled(enabled: boolean): Promise<Evaluation[]> {
+    if (typeof enabled !== 'boolean') throw new InvalidArgumentError('enabled', 'a boolean', enabled);
+    return this.#setEnabled(enabled);
+  }
+
+  async #setEnabled(enabled: boolean): Promise<Evaluation[]> {
+    if (enabled === this.#enabled) return [];
+    this.#enabled = enabled;
+    let given: Evaluation[] = [];
+    if (!enabled) {
+      for (const waiter of [...this.#waiters]) this.#settleWaiter(waiter, new BrokerDisabledError('dequeue'), undefined);
+      given = await this.#giveBackAll();
+    } else {
+      this.kick();
+    }
+    this.#events.emit('broker:enabled', { enabled, flushed: given });
+    return given;
+  }
+
+  /** Gives back every delivery this process holds, uncharged; answers with their evaluations. */
+  async #giveBackAll(): Promise<Evaluation[]> {
+    const held = this.#leases.all();
+    for (const h of held) this.#leases.delete(h);
+    if (held.length === 0) return [];
+    await this.#db.query(
+      `SELECT ${this.#names.S}.give_back(x.id, x.token) FROM unnest($1::text[], $2::text[]) AS x(id, token)`,
+      [held.map((h) => h.id), held.map((h) => h.token)],
+      'a give-back',
+    );
+    return held.map((h) => h.evaluation);
+  }
+
+  /** Stops serving this process: waiting dequeues end, what it holds goes back, admissions in flight finish. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const waiter of [...this.#waiters]) this.#settleWaiter(waiter, new BrokerDisabledError('dequeue'), undefined);
+    if (this.#pollTimer !== undefined) this.#clock.clearTimer(this.#pollTimer);
+    this.#pollTimer = undefined;
+    await this.#enqueueRunning;
+    for (const p of this.#enqueueBatch.splice(0)) {
+      p.handle.refused(new InvalidStateError('Expected the PostgreSQL broker to admit the evaluation, but it closed first'));
+    }
+    await Promise.allSettled([...this.#inFlight]);
+    try {
+      await this.#giveBackAll();
+    } catch (error) {
+      this.#logger.warn({ err: error }, 'could not give back the deliveries held at close; their leases will end');
+    }
+    this.#leases.close();
+    this.#outcomes.close();
+  }
+
+  /** A new random id for a backend instance. */
+  static newNodeId(): string {
+    return randomUUID();
+  }
+}

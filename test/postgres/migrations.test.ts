@@ -1,0 +1,78 @@
+import assert from 'node:assert/strict';
+import { after, describe, test } from 'node:test';
+import { pino } from 'pino';
+import { BackendUnavailableError, SchemaVersionError } from '../../src/errors.js';
+import { Database } from '../../src/postgres/database.js';
+import { migrate, migrations, SCHEMA_VERSION } from '../../src/postgres/migrate.js';
+import { schemaNames } from '../../src/postgres/names.js';
+import { adminPool, databaseUrl, dropSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
+
+requireDatabaseInCI();
+const silent = pino({ level: 'silent' });
+const database = (): Database =>
+  new Database({ connectionString: databaseUrl, pool: undefined, applicationName: 'tickpool-test', onIdleError: (e) => silent.warn(e) });
+
+describe('migrations', { skip: skipWithoutDatabase }, () => {
+  const admin = skipWithoutDatabase === false ? adminPool() : undefined;
+  const schemas: string[] = [];
+  after(async () => {
+    for (const s of schemas) await dropSchema(admin!, s);
+    await admin?.end();
+  });
+
+  test('the first start applies every migration, a second applies none, and the schema records its version', async () => {
+    const schema = schemaName();
+    schemas.push(schema);
+    const db = database();
+    try {
+      assert.deepEqual(await migrate(db, schemaNames(schema)), migrations.map((m) => m.version));
+      assert.deepEqual(await migrate(db, schemaNames(schema)), []);
+      const { rows } = await admin!.query(`SELECT version FROM "${schema}".migrations ORDER BY version`);
+      assert.deepEqual(rows.map((r: { version: number }) => r.version), migrations.map((m) => m.version));
+    } finally {
+      await db.close();
+    }
+  });
+
+  test('concurrent starts apply each migration once (the transaction-scoped lock serializes them)', async () => {
+    const schema = schemaName();
+    schemas.push(schema);
+    const dbs = Array.from({ length: 6 }, database);
+    try {
+      const applied = await Promise.all(dbs.map((db) => migrate(db, schemaNames(schema))));
+      assert.deepEqual(applied.flat().sort(), migrations.map((m) => m.version).sort());
+      // No advisory lock outlives its transaction: an idle session holds none (a session-level lock would stay).
+      const { rows } = await admin!.query(
+        `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE l.locktype = 'advisory' AND a.state = 'idle'`,
+      );
+      assert.equal(rows[0].n, 0);
+    } finally {
+      await Promise.all(dbs.map((db) => db.close()));
+    }
+  });
+
+  test('a schema migrated by newer code is refused with ERR_SCHEMA_VERSION, and nothing is changed', async () => {
+    const schema = schemaName();
+    schemas.push(schema);
+    const db = database();
+    try {
+      await migrate(db, schemaNames(schema));
+      await admin!.query(`INSERT INTO "${schema}".migrations (version) VALUES ($1)`, [SCHEMA_VERSION + 1]);
+      await assert.rejects(migrate(db, schemaNames(schema)), (e: unknown) => e instanceof SchemaVersionError && e.code === 'ERR_SCHEMA_VERSION' && /version 2/.test(e.message));
+      const { rows } = await admin!.query(`SELECT max(version)::int AS v FROM "${schema}".migrations`);
+      assert.equal(rows[0].v, SCHEMA_VERSION + 1);
+    } finally {
+      await db.close();
+    }
+  });
+});
+
+test('an unreachable database rejects with ERR_BACKEND_UNAVAILABLE', async () => {
+  // Port 1 on loopback: nothing listens there, so the connection is refused at once.
+  const db = new Database({ connectionString: 'postgres://u:p@127.0.0.1:1/none', pool: undefined, applicationName: 'tickpool-test', onIdleError: () => {} });
+  try {
+    await assert.rejects(migrate(db, schemaNames('tickpool')), (e: unknown) => e instanceof BackendUnavailableError && e.code === 'ERR_BACKEND_UNAVAILABLE');
+  } finally {
+    await db.close();
+  }
+});
