@@ -90,6 +90,7 @@ export class Engine<B extends Backend = MemoryBackend> {
       registry: o.registry,
       backoff: o.backoff,
       tickMs: o.tickMs,
+      claimTtlMs: o.claimTtlMs,
     });
     this.#taskScheduler = taskSchedulerOf(this.tasks);
     const metrics = new WorkerMetrics(o.registry);

@@ -15,7 +15,7 @@ import type { TaskSchedulerEvents } from './scheduler-events.js';
 import type { SchedulerMetrics, SchedulerOperation } from './scheduler-metrics.js';
 import type { ResolvedTaskSchedulerOptions } from './scheduler-options.js';
 import { taskDefaults } from './task.js';
-import { RunStatus, type FinalRunStatus, type RunPromise, type RunResult } from './types.js';
+import { RunStatus, type FinalRunStatus, type RunEnding, type RunPromise, type RunResult } from './types.js';
 
 /** What a run needs of its scheduler. */
 export interface RunHost {
@@ -257,8 +257,12 @@ export class RunLifecycle {
       this.#afterStop(stopped, () => this.#host.runStopped(run, final, cause, value));
     };
     let finishing: MaybePromise<void>;
+    const ending: RunEnding =
+      error === undefined && value === undefined
+        ? { status, when: this.#host.latestNow(), attempt: run.attempt }
+        : { status, when: this.#host.latestNow(), attempt: run.attempt, error, value };
     try {
-      finishing = this.#host.options.desiredState.finishRun(queued.taskId, queued.runId);
+      finishing = this.#host.options.desiredState.finishRun(queued.taskId, queued.runId, ending);
     } catch (finishError) {
       done(true, finishError);
       return;
