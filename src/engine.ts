@@ -91,6 +91,7 @@ export class Engine<B extends Backend = MemoryBackend> {
       backoff: o.backoff,
       tickMs: o.tickMs,
       claimTtlMs: o.claimTtlMs,
+      cancelGraceMs: o.cancelGraceMs,
     });
     this.#taskScheduler = taskSchedulerOf(this.tasks);
     const metrics = new WorkerMetrics(o.registry);

@@ -57,6 +57,8 @@ export interface ClaimSettings {
   readonly claimTtlMs: number;
   /** The engine's task tick, ms: the claim keeper looks at the catalogue at least this often. */
   readonly tickMs: number;
+  /** How long canceled work may run before its thread is terminated, ms: it must fit in half the lease. */
+  readonly cancelGraceMs: number;
 }
 
 /** A store shared by many engine processes: the catalogue is the database's, the claims are leases. */

@@ -43,6 +43,8 @@ export interface EngineTasksOptions<T extends TaskBackend> {
   readonly tickMs: number;
   /** Lease of a shared store's claims, ms (`createEngine({ claimTtlMs })`). */
   readonly claimTtlMs: number;
+  /** How long canceled work may run before its thread is terminated, ms (`createEngine({ cancelGraceMs })`). */
+  readonly cancelGraceMs: number;
 }
 
 /** The scheduler behind each `EngineTasks`, for the engine that drives its lifecycle. */
@@ -79,7 +81,7 @@ export class EngineTasks<T extends TaskBackend = MemoryTaskStore> {
     this.runLog = store.runLog;
     schedulers.set(this, this.#scheduler);
     if (store.shared === true) {
-      store.attach(this.#scheduler, { claimTtlMs: options.claimTtlMs, tickMs: options.tickMs });
+      store.attach(this.#scheduler, { claimTtlMs: options.claimTtlMs, tickMs: options.tickMs, cancelGraceMs: options.cancelGraceMs });
     }
   }
 

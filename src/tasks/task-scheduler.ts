@@ -267,6 +267,25 @@ export class TaskScheduler {
   }
 
   /**
+   * Cancels the runs still ending of a task that was released with `{ cancel: false }` (a hand-over cut short) and
+   * resolves once they have stopped; at once when there are none. Throws `InvalidStateError` when the task is
+   * claimed (release it instead).
+   */
+  cancelReleasedRuns(taskId: string): Promise<void> {
+    if (this.#claims.claimedIndex(taskId) >= 0) {
+      throw new InvalidStateError(`Expected task "${taskId}" to be released before its runs are canceled this way, but it is claimed`);
+    }
+    const index = this.#claims.drainingIndex(taskId);
+    const activity = index < 0 ? undefined : this.#activity.get(index);
+    if (activity === undefined || activity.runs.length === 0) return Promise.resolve();
+    const epoch = this.#claims.epoch(index);
+    const stopped = new Promise<void>((resolve) => (activity.waiters ??= []).push({ epoch, resolve }));
+    for (const run of [...activity.runs]) this.#runs.cancel(run);
+    this.#tidy(index);
+    return stopped;
+  }
+
+  /**
    * Queues a manual run of a claimed task for `scheduledFor` (default: now), ahead of scheduled runs, and starts it
    * if a slot is free. Resolves with the run and its `done` (see `ForcedRun`). Rejects with `TaskNotClaimedError`,
    * `DuplicateRunError` (a run for that time is queued or in flight), or `InvalidStateError` when the desired state

@@ -47,6 +47,7 @@ export function engineTasks(options: { maxSlots?: number; registry?: Registry; s
     backoff: resolveBackoffOptions(undefined),
     tickMs: 0,
     claimTtlMs: 10_000,
+    cancelGraceMs: 1_000,
   });
   return { clock, pool, slots, registry, tasks };
 }
