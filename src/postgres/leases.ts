@@ -219,10 +219,10 @@ export class Leases {
         `WITH x AS (SELECT * FROM unnest($1::text[], $2::text[], $3::float8[]) AS x(id, token, ms)),
          locked AS MATERIALIZED (
            SELECT e.id, x.ms FROM ${S}.evals e JOIN x ON e.id = x.id AND e.token = x.token
-            WHERE e.state = 'unacked' AND e.lease_until > clock_timestamp()
+            WHERE e.id = ANY($1::text[]) AND e.state = 'unacked' AND e.lease_until > clock_timestamp()
             FOR UPDATE OF e SKIP LOCKED)
          UPDATE ${S}.evals e SET lease_until = clock_timestamp() + locked.ms * interval '1 millisecond'
-           FROM locked WHERE e.id = locked.id
+           FROM locked WHERE e.id = ANY(ARRAY(SELECT id FROM locked)) AND e.id = locked.id
          RETURNING e.token`,
         [live.map((x) => x.held.id), live.map((x) => x.held.token), live.map((x) => x.ms)],
         'a lease extension',

@@ -154,6 +154,8 @@ export class PgBroker implements BrokerBackend {
   readonly #lease: LeaseSettings;
   readonly #knownTypes: ReadonlySet<string>;
   readonly #validatePayload: (payload: unknown) => void;
+  /** Breaks ties between types of equal priority (the broker's `random` option). */
+  readonly #random: () => number;
   readonly #events: TypedEmitter<BrokerEvents>;
   readonly #leases: Leases;
   readonly #outcomes: OutcomeWatch;
@@ -171,6 +173,8 @@ export class PgBroker implements BrokerBackend {
   #fetching = false;
   #fetchAgain = false;
   #pollTimer: TimerHandle | undefined;
+  /** Told of each delivery handed over (the backend makes the replica catch up to its modifyIndex). */
+  onDelivery: ((evaluation: Evaluation) => void) | undefined = undefined;
   /** Deliveries being handed over or given back: `close()` waits for them. */
   readonly #inFlight = new Set<Promise<unknown>>();
 
@@ -190,6 +194,7 @@ export class PgBroker implements BrokerBackend {
       subsequentNackDelayMs: s.subsequentNackDelayMs ?? 20_000,
     };
     this.#knownTypes = new Set(s.knownTypes);
+    this.#random = typeof s.random === 'function' ? s.random : Math.random;
     this.#validatePayload = payloadValidator(s.maxPayloadBytes);
     this.#events = new TypedEmitter<BrokerEvents>(() => this.#logger);
     this.#outcomes = new OutcomeWatch(this.#db, this.#names, this.#clock, this.#logger, this.#pollMs);
@@ -219,6 +224,11 @@ export class PgBroker implements BrokerBackend {
   /** The lease settings this process applies (nack timeout, delivery limit, nack delays). */
   get leaseSettings(): LeaseSettings {
     return this.#lease;
+  }
+
+  /** This backend instance's id (the `holder` of its deliveries, the `origin` of its enqueues). */
+  get nodeId(): string {
+    return this.#nodeId;
   }
 
   /** Deliveries this process holds. */
@@ -311,9 +321,15 @@ export class PgBroker implements BrokerBackend {
     }
     const now = this.#clock.now();
     let ready = false;
-    for (let i = 0; i < batch.length; i++) {
-      const p = batch[i]!;
-      const row = rows[i];
+    // Rows come back by id (the lock-free admissions first): each id's rows in batch order.
+    const byId = new Map<string, (typeof rows)[number][]>();
+    for (const row of rows) {
+      const list = byId.get(row.id);
+      if (list === undefined) byId.set(row.id, [row]);
+      else list.push(row);
+    }
+    for (const p of batch) {
+      const row = byId.get(p.evaluation.id)?.shift();
       p.handle.admitted();
       if (row === undefined || row.admitted !== 'new') continue;
       if (row.state === 'ready') ready = true;
@@ -346,8 +362,12 @@ export class PgBroker implements BrokerBackend {
     });
   }
 
-  async dequeueMany(types: readonly string[], max: number, timeoutMs: number, signal?: AbortSignal): Promise<Delivery[]> {
-    if (!Number.isSafeInteger(max) || max < 1) throw new InvalidArgumentError('max', 'an integer >= 1', max);
+  dequeueMany(types: readonly string[], max: number, timeoutMs: number, signal?: AbortSignal): Promise<Delivery[]> {
+    if (!Number.isSafeInteger(max) || max < 1) return Promise.reject(new InvalidArgumentError('max', 'an integer >= 1', max));
+    return this.#dequeueMany(types, max, timeoutMs, signal);
+  }
+
+  async #dequeueMany(types: readonly string[], max: number, timeoutMs: number, signal: AbortSignal | undefined): Promise<Delivery[]> {
     const first = await this.dequeue(types, timeoutMs, signal);
     if (first === undefined) return [];
     const rest = max > 1 ? await this.#fetch([...new Set(types)], max - 1) : [];
@@ -456,31 +476,41 @@ export class PgBroker implements BrokerBackend {
   async #fetch(types: readonly string[], max: number): Promise<Held[]> {
     const S = this.#names.S;
     const sentAt = this.#clock.now();
-    const rows = await this.#db.query<{ id: string; body: Buffer; queue: string; deliveries: number; token: string; priority: number; rank: string }>(
+    const rows = await this.#db.query<{ id: string; body: Buffer; queue: string; deliveries: number; token: string; priority: number; create_index: string; seq: string }>(
       `WITH candidates AS MATERIALIZED (
          SELECT c.id, c.priority,
-                row_number() OVER (PARTITION BY c.queue ORDER BY c.priority DESC, c.create_index, c.seq) AS rank
+                row_number() OVER (PARTITION BY t.queue ORDER BY c.priority DESC, c.create_index, c.seq) AS rank
            FROM unnest($1::text[]) AS t(queue)
            CROSS JOIN LATERAL (
-             SELECT e.id, e.queue, e.priority, e.create_index, e.seq FROM ${S}.evals e
+             SELECT e.id, e.priority, e.create_index, e.seq FROM ${S}.evals e
               WHERE e.state = 'ready' AND e.queue = t.queue
               ORDER BY e.priority DESC, e.create_index, e.seq
               LIMIT $2 FOR UPDATE SKIP LOCKED) c),
        picked AS MATERIALIZED (
-         SELECT id, priority, rank FROM candidates ORDER BY priority DESC, rank, random() LIMIT $2)
+         SELECT id FROM candidates ORDER BY priority DESC, rank, random() LIMIT $2)
        UPDATE ${S}.evals e
           SET state = 'unacked', token = gen_random_uuid()::text, holder = $4::uuid,
               lease_until = clock_timestamp() + $3::float8 * interval '1 millisecond',
               deliveries = e.deliveries + CASE WHEN e.queue = '${FAILED_QUEUE}' THEN 0 ELSE 1 END
-         FROM picked WHERE e.id = picked.id
-       RETURNING e.id, e.body, e.queue, e.deliveries, e.token, picked.priority, picked.rank`,
+        WHERE e.id = ANY(ARRAY(SELECT id FROM picked))
+       RETURNING e.id, e.body, e.queue, e.deliveries, e.token, e.priority, e.create_index, e.seq`,
       [types, max, this.#lease.nackTimeoutMs, this.#nodeId],
       'a dequeue',
     );
-    // Best first: priority, then the turn within its type (ties between types were broken at random above).
-    rows.sort((a, b) => b.priority - a.priority || Number(a.rank) - Number(b.rank));
+    // Best first: priority, then the turn within its type (FIFO), ties between types at random.
+    const turn = new Map<string, number>();
+    const tie = new Map<string, number>();
+    const ranked = rows
+      .sort((a, b) => a.queue.localeCompare(b.queue) || b.priority - a.priority || Number(a.create_index) - Number(b.create_index) || Number(a.seq) - Number(b.seq))
+      .map((row) => {
+        const rank = (turn.get(row.queue) ?? 0) + 1;
+        turn.set(row.queue, rank);
+        if (!tie.has(row.queue)) tie.set(row.queue, this.#random());
+        return { row, rank };
+      })
+      .sort((a, b) => b.row.priority - a.row.priority || a.rank - b.rank || tie.get(a.row.queue)! - tie.get(b.row.queue)!);
     const held: Held[] = [];
-    for (const row of rows) {
+    for (const { row } of ranked) {
       const evaluation = decodeValue(row.body) as Evaluation;
       const h = new Held(row.id, row.token, evaluation, row.queue, row.deliveries, sentAt + this.#lease.nackTimeoutMs);
       this.#leases.add(h);
@@ -491,6 +521,7 @@ export class PgBroker implements BrokerBackend {
 
   #handOver(held: Held): Delivery {
     const delivery: Delivery = { evaluation: held.evaluation, token: held.token };
+    this.onDelivery?.(held.evaluation);
     if (this.#events.hasListeners('broker:dequeue')) {
       this.#events.emit('broker:dequeue', { evaluation: held.evaluation, token: held.token, queue: held.queue, deliveries: held.deliveries });
     }
@@ -506,6 +537,14 @@ export class PgBroker implements BrokerBackend {
     );
   }
 
+  /** Resolves once what this process started in the background (timed-out nacks, give-backs, fetches) is done. */
+  async idle(): Promise<void> {
+    while (this.#inFlight.size > 0 || this.#fetching || this.#enqueueRunning !== undefined) {
+      await Promise.allSettled([...this.#inFlight, this.#enqueueRunning]);
+      if (this.#fetching) await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  }
+
   #track<T>(promise: Promise<T>): void {
     this.#inFlight.add(promise);
     void promise.finally(() => this.#inFlight.delete(promise));
@@ -513,10 +552,14 @@ export class PgBroker implements BrokerBackend {
 
   // ───────────────────────────── settlement ─────────────────────────────
 
-  async ack(id: string, token: string, result?: AckResult): Promise<void> {
+  ack(id: string, token: string, result?: AckResult): Promise<void> {
     assertId('id', id);
     assertToken(token);
     assertAckResult(result);
+    return this.#ack(id, token, result);
+  }
+
+  async #ack(id: string, token: string, result: AckResult | undefined): Promise<void> {
     const value = encodeValue(result?.value);
     const index = result?.index ?? 0;
     const attempts = result?.attempts ?? 1;
@@ -528,11 +571,12 @@ export class PgBroker implements BrokerBackend {
       if (!(error instanceof BackendUnavailableError)) throw error;
       const landed = await this.#landed(id, token);
       if (landed === 'acked') row = { status: 'ok', deliveries: this.#leases.byToken(token)?.deliveries ?? null, promoted: null, canceled: null };
-      else if (landed === 'unacked') return this.ack(id, token, result);
+      else if (landed === 'unacked') return this.#ack(id, token, result);
       else throw error;
     }
     if (row.status !== 'ok') throw refusalError(row.status, id, token);
-    this.settledAck(id, token, { value: result?.value, index, attempts, deliveries: row.deliveries ?? 0 }, row.promoted, row.canceled);
+    this.settledAck(id, token, { value: result?.value, index, attempts, deliveries: row.deliveries ?? 0 });
+    if (row.promoted !== null) this.settledPromotion(row.promoted, row.canceled);
   }
 
   /** Whether an ack of (id, token) is in the database ('acked'), still to do ('unacked') or impossible (undefined). */
@@ -548,25 +592,26 @@ export class PgBroker implements BrokerBackend {
 
   /**
    * The local side of an ack that committed (here or in a plan's commit): the lease is over, the handle resolves,
-   * the events go out, a promoted evaluation is fetched for.
+   * the event goes out.
    */
   settledAck(
     id: string,
     token: string,
     outcome: { readonly value: unknown; readonly index: number; readonly attempts: number; readonly deliveries: number },
-    promoted: string | null,
-    canceled: readonly string[] | null,
   ): void {
     const held = this.#leases.byToken(token);
     if (held !== undefined) this.#leases.delete(held);
     this.#outcomes.settle(id, (h) => h.acked(outcome.value, outcome.index, outcome.attempts, outcome.deliveries));
     if (held !== undefined && this.#events.hasListeners('broker:ack')) this.#events.emit('broker:ack', { evaluation: held.evaluation, token });
+  }
+
+  /** An ack promoted `promoted` and superseded `canceled` (their handles here reject with `SupersededError`). */
+  settledPromotion(promoted: string, canceled: readonly string[] | null): void {
     if (canceled !== null && canceled.length > 0) {
-      const by = promoted ?? '';
-      for (const c of canceled) this.#outcomes.settle(c, (h) => h.rejected(() => new SupersededError(c, by)));
+      for (const c of canceled) this.#outcomes.settle(c, (h) => h.rejected(() => new SupersededError(c, promoted)));
       if (this.#events.hasListeners('broker:cancelable')) void this.#emitCancelable(canceled);
     }
-    if (promoted !== null) this.kick();
+    this.kick();
   }
 
   async #emitCancelable(ids: readonly string[]): Promise<void> {
@@ -622,10 +667,14 @@ export class PgBroker implements BrokerBackend {
     if (row.promoted !== null) this.kick();
   }
 
-  async fail(id: string, token: string, reason: Error): Promise<void> {
+  fail(id: string, token: string, reason: Error): Promise<void> {
     assertId('id', id);
     assertToken(token);
     if (!(reason instanceof Error)) throw new InvalidArgumentError('reason', 'an Error', reason);
+    return this.#fail(id, token, reason);
+  }
+
+  async #fail(id: string, token: string, reason: Error): Promise<void> {
     const [row] = await this.#db.query<{ status: string; promoted: string | null }>(
       `SELECT * FROM ${this.#names.S}.fail($1, $2, $3::jsonb, $4)`,
       [id, token, JSON.stringify(encodeError(reason)), this.#nodeId],
@@ -639,9 +688,13 @@ export class PgBroker implements BrokerBackend {
     if (row.promoted !== null) this.kick();
   }
 
-  async remove(id: string, token?: string, cause?: unknown): Promise<boolean> {
+  remove(id: string, token?: string, cause?: unknown): Promise<boolean> {
     assertId('id', id);
     if (token !== undefined && typeof token !== 'string') throw new InvalidArgumentError('token', 'a string or undefined', token);
+    return this.#remove(id, token, cause);
+  }
+
+  async #remove(id: string, token: string | undefined, cause: unknown): Promise<boolean> {
     const [row] = await this.#db.query<{ status: string; prior: EvaluationState | null; promoted: string | null }>(
       `SELECT * FROM ${this.#names.S}.remove($1, $2, $3::jsonb, $4)`,
       [id, token ?? null, cause === undefined ? null : JSON.stringify(encodeError(cause)), this.#nodeId],
@@ -695,11 +748,13 @@ export class PgBroker implements BrokerBackend {
     throw refusalError(row?.refusal ?? (row === undefined ? 'not_outstanding' : 'mismatch'), id, token);
   }
 
-  async outstandingReset(id: string, token: string): Promise<void> {
+  outstandingReset(id: string, token: string): Promise<void> {
     const held = this.#heldOrRefuse(id, token);
     if (held instanceof Promise) return held;
-    if (held.paused) return;
-    if (!(await this.#leases.extendNow(held))) throw new NackTimeoutReachedError(id);
+    if (held.paused) return Promise.resolve();
+    return this.#leases.extendNow(held).then((extended) => {
+      if (!extended) throw new NackTimeoutReachedError(id);
+    });
   }
 
   pauseNackTimeout(id: string, token: string): void | Promise<never> {
@@ -743,6 +798,13 @@ export class PgBroker implements BrokerBackend {
         reason: new NackTimeoutReachedError(held.id),
       });
     }
+  }
+
+  /** The job of a delivery this process holds (the plan committer locks it before acking in its commit). */
+  jobOf(id: string, token: string): { namespace: string; jobId: string } | undefined {
+    const held = this.#leases.byToken(token);
+    if (held === undefined || held.id !== id) return undefined;
+    return { namespace: held.evaluation.namespace ?? DEFAULT_NAMESPACE, jobId: held.evaluation.jobId };
   }
 
   /** Reaped elsewhere or by this process's reaper: a delivery this process held is over. */
@@ -800,8 +862,12 @@ export class PgBroker implements BrokerBackend {
     };
   }
 
-  async inspect(id: string): Promise<EvaluationInfo | undefined> {
+  inspect(id: string): Promise<EvaluationInfo | undefined> {
     assertId('id', id);
+    return this.#inspect(id);
+  }
+
+  async #inspect(id: string): Promise<EvaluationInfo | undefined> {
     const [row] = await this.#db.query<{ state: string; queue: string; deliveries: number; holds_slot: boolean }>(
       `SELECT state, queue, deliveries, holds_slot FROM ${this.#names.S}.evals WHERE id = $1 AND state NOT IN ('acked', 'removed')`,
       [id],
@@ -827,8 +893,12 @@ export class PgBroker implements BrokerBackend {
     this.kick();
   }
 
-  async setEnabled(enabled: boolean): Promise<Evaluation[]> {
+  setEnabled(enabled: boolean): Promise<Evaluation[]> {
     if (typeof enabled !== 'boolean') throw new InvalidArgumentError('enabled', 'a boolean', enabled);
+    return this.#setEnabled(enabled);
+  }
+
+  async #setEnabled(enabled: boolean): Promise<Evaluation[]> {
     if (enabled === this.#enabled) return [];
     this.#enabled = enabled;
     let given: Evaluation[] = [];

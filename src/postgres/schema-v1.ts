@@ -91,6 +91,17 @@ CREATE FUNCTION ${S}.job_key(p_namespace text, p_job text) RETURNS integer LANGU
   SELECT hashtext(p_namespace || chr(31) || p_job)
 $$;
 
+-- Locks several jobs, in ascending key order (the lock order between transactions that lock more than one).
+CREATE FUNCTION ${S}.lock_jobs(p_namespaces text[], p_jobs text[]) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+  v_key integer;
+BEGIN
+  FOR v_key IN SELECT DISTINCT ${S}.job_key(n, j) AS k FROM unnest(p_namespaces, p_jobs) AS t(n, j) ORDER BY k LOOP
+    PERFORM pg_advisory_xact_lock(${K}, v_key);
+  END LOOP;
+END
+$$;
+
 -- Nomad's nackReenqueueDelay: none before any delivery, the initial delay after the first, then linear growth.
 CREATE FUNCTION ${S}.nack_delay_ms(p_deliveries integer, p_initial float8, p_subsequent float8) RETURNS float8
 LANGUAGE sql IMMUTABLE AS $$
@@ -200,68 +211,103 @@ END
 $$;
 
 -- Admission of a batch, in the given order. Returns each id with 'new' (admitted now) or 'held' (the id is already
--- held: nothing changed). An id that was acked or removed is new work again. The job locks are taken first, in
--- ascending key order, so concurrent batches cannot deadlock.
+-- held: nothing changed). An id that was acked or removed is new work again.
+--
+-- The common case is set-based and takes no lock: every evaluation due now goes in as its job's slot holder, and
+-- the unique partial index turns away whatever cannot be (its job's slot is held, its id is known; PostgreSQL
+-- waits for an uncommitted holder, so a concurrent ack that frees the slot is seen). Only what the index turned
+-- away, and delayed or failed evaluations, take the slow path, row by row, under their jobs' locks (ascending key
+-- order, so that concurrent batches cannot deadlock): there an evaluation becomes pending behind its job's holder.
 CREATE FUNCTION ${S}.enqueue(p_ids text[], p_namespaces text[], p_jobs text[], p_types text[], p_priorities integer[],
   p_modify bigint[], p_create bigint[], p_wait_ms float8[], p_wait_until_ms float8[], p_bodies bytea[],
   p_failures jsonb[], p_origin uuid)
 RETURNS TABLE (id text, admitted text, state text, due_in_ms float8) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
-  v_key integer;
+  i integer;
+  v_fast text[];
+  v_slow integer[];
   v_state text;
   v_due timestamptz;
-  v_any_ready boolean := false;
   v_held boolean;
   v_inserted integer;
+  v_any_ready boolean := false;
 BEGIN
-  FOR v_key IN SELECT DISTINCT ${S}.job_key(n, j) AS k FROM unnest(p_namespaces, p_jobs) AS t(n, j) ORDER BY k LOOP
-    PERFORM pg_advisory_xact_lock(${K}, v_key);
-  END LOOP;
-  FOR i IN 1 .. coalesce(array_length(p_ids, 1), 0) LOOP
-    SELECT e.state INTO v_state FROM ${S}.evals e WHERE e.id = p_ids[i];
-    IF FOUND AND v_state NOT IN ('acked', 'removed') THEN
-      id := p_ids[i]; admitted := 'held'; state := v_state; due_in_ms := NULL;
-      RETURN NEXT;
-      CONTINUE;
-    END IF;
-    IF FOUND THEN
-      DELETE FROM ${S}.evals e WHERE e.id = p_ids[i] AND e.state IN ('acked', 'removed');
-    END IF;
-    v_due := NULL;
-    IF p_wait_ms[i] IS NOT NULL AND p_wait_ms[i] > 0 THEN v_due := now() + p_wait_ms[i] * interval '1 millisecond'; END IF;
-    IF p_wait_until_ms[i] IS NOT NULL AND (v_due IS NULL OR to_timestamp(p_wait_until_ms[i] / 1000.0) > v_due) THEN
-      v_due := to_timestamp(p_wait_until_ms[i] / 1000.0);
-    END IF;
-    v_held := false;
-    IF p_failures[i] IS NOT NULL THEN
-      v_state := 'ready';
-    ELSIF v_due IS NOT NULL AND v_due > now() THEN
-      v_state := 'waiting';
-    ELSE
-      v_due := NULL;
-      PERFORM 1 FROM ${S}.evals e WHERE e.namespace = p_namespaces[i] AND e.job_id = p_jobs[i] AND e.holds_slot;
-      IF FOUND THEN v_state := 'pending'; ELSE v_state := 'ready'; v_held := true; v_any_ready := true; END IF;
-    END IF;
+  WITH input AS (
+    SELECT t.* FROM unnest(p_ids, p_namespaces, p_jobs, p_types, p_priorities, p_modify, p_create, p_bodies, p_failures,
+                           p_wait_ms, p_wait_until_ms)
+      WITH ORDINALITY AS t(id, namespace, job_id, type, priority, modify_index, create_index, body, failure, wait_ms, wait_until_ms, ord)
+  ), once AS (
+    -- An id given twice in one batch takes the slow path: the first one in is admitted, the later ones are held.
+    SELECT i.*, count(*) OVER (PARTITION BY i.id) AS copies FROM input i
+  ), inserted AS (
     INSERT INTO ${S}.evals AS e (id, namespace, job_id, type, priority, modify_index, create_index, body, origin, state,
-        queue, holds_slot, due_at, ready_at, failure, outcome, settled_at)
-    VALUES (p_ids[i], p_namespaces[i], p_jobs[i], p_types[i], p_priorities[i], p_modify[i], p_create[i], p_bodies[i],
-        p_origin, v_state,
-        CASE WHEN p_failures[i] IS NULL THEN p_types[i] ELSE '_failed' END,
-        v_held, CASE WHEN v_state = 'waiting' THEN v_due END, CASE WHEN v_state = 'ready' THEN now() END,
-        p_failures[i],
-        CASE WHEN p_failures[i] IS NULL THEN NULL ELSE jsonb_build_object('status', 'failed', 'error', p_failures[i]) END,
-        CASE WHEN p_failures[i] IS NULL THEN NULL ELSE now() END)
-    ON CONFLICT ON CONSTRAINT evals_pkey DO NOTHING;
-    GET DIAGNOSTICS v_inserted = ROW_COUNT;
-    IF v_inserted = 0 THEN
-      -- Another transaction admitted the same id first (it committed while we waited on its row).
+        queue, holds_slot, ready_at)
+    SELECT i.id, i.namespace, i.job_id, i.type, i.priority, i.modify_index, i.create_index, i.body, p_origin, 'ready',
+        i.type, true, now()
+      FROM once i
+     WHERE i.copies = 1 AND i.failure IS NULL AND coalesce(i.wait_ms, 0) <= 0
+       AND (i.wait_until_ms IS NULL OR to_timestamp(i.wait_until_ms / 1000.0) <= now())
+     ORDER BY i.ord
+    ON CONFLICT DO NOTHING
+    RETURNING e.id)
+  SELECT array_agg(inserted.id) INTO v_fast FROM inserted;
+  IF v_fast IS NOT NULL THEN v_any_ready := true; END IF;
+
+  SELECT array_agg(t.ord ORDER BY t.ord) INTO v_slow
+    FROM unnest(p_ids) WITH ORDINALITY AS t(id, ord) LEFT JOIN unnest(v_fast) AS f(id) ON f.id = t.id
+   WHERE f.id IS NULL;
+  IF v_slow IS NOT NULL THEN
+    PERFORM ${S}.lock_jobs(array(SELECT p_namespaces[o] FROM unnest(v_slow) AS o), array(SELECT p_jobs[o] FROM unnest(v_slow) AS o));
+  END IF;
+
+  -- The fast ones first, then the others in batch order (the caller matches rows to its batch by id).
+  RETURN QUERY SELECT f.id, 'new'::text, 'ready'::text, NULL::float8 FROM unnest(v_fast) AS f(id);
+  FOREACH i IN ARRAY coalesce(v_slow, '{}'::integer[]) LOOP
+    LOOP
       SELECT e.state INTO v_state FROM ${S}.evals e WHERE e.id = p_ids[i];
-      id := p_ids[i]; admitted := 'held'; state := v_state; due_in_ms := NULL;
-    ELSE
-      id := p_ids[i]; admitted := 'new'; state := v_state;
-      due_in_ms := CASE WHEN v_state = 'waiting' THEN extract(epoch FROM v_due - now()) * 1000 END;
-    END IF;
+      IF FOUND AND v_state NOT IN ('acked', 'removed') THEN
+        id := p_ids[i]; admitted := 'held'; state := v_state; due_in_ms := NULL;
+        EXIT;
+      END IF;
+      IF FOUND THEN
+        DELETE FROM ${S}.evals e WHERE e.id = p_ids[i] AND e.state IN ('acked', 'removed');
+      END IF;
+      v_due := NULL;
+      IF p_wait_ms[i] IS NOT NULL AND p_wait_ms[i] > 0 THEN v_due := now() + p_wait_ms[i] * interval '1 millisecond'; END IF;
+      IF p_wait_until_ms[i] IS NOT NULL AND (v_due IS NULL OR to_timestamp(p_wait_until_ms[i] / 1000.0) > v_due) THEN
+        v_due := to_timestamp(p_wait_until_ms[i] / 1000.0);
+      END IF;
+      v_held := false;
+      IF p_failures[i] IS NOT NULL THEN
+        v_state := 'ready';
+      ELSIF v_due IS NOT NULL AND v_due > now() THEN
+        v_state := 'waiting';
+      ELSE
+        v_due := NULL;
+        PERFORM 1 FROM ${S}.evals e WHERE e.namespace = p_namespaces[i] AND e.job_id = p_jobs[i] AND e.holds_slot;
+        IF FOUND THEN v_state := 'pending'; ELSE v_state := 'ready'; v_held := true; END IF;
+      END IF;
+      INSERT INTO ${S}.evals AS e (id, namespace, job_id, type, priority, modify_index, create_index, body, origin, state,
+          queue, holds_slot, due_at, ready_at, failure, outcome, settled_at)
+      VALUES (p_ids[i], p_namespaces[i], p_jobs[i], p_types[i], p_priorities[i], p_modify[i], p_create[i], p_bodies[i],
+          p_origin, v_state,
+          CASE WHEN p_failures[i] IS NULL THEN p_types[i] ELSE '_failed' END,
+          v_held, CASE WHEN v_state = 'waiting' THEN v_due END, CASE WHEN v_state = 'ready' THEN now() END,
+          p_failures[i],
+          CASE WHEN p_failures[i] IS NULL THEN NULL ELSE jsonb_build_object('status', 'failed', 'error', p_failures[i]) END,
+          CASE WHEN p_failures[i] IS NULL THEN NULL ELSE now() END)
+      ON CONFLICT DO NOTHING;
+      GET DIAGNOSTICS v_inserted = ROW_COUNT;
+      IF v_inserted > 0 THEN
+        id := p_ids[i]; admitted := 'new'; state := v_state;
+        due_in_ms := CASE WHEN v_state = 'waiting' THEN extract(epoch FROM v_due - now()) * 1000 END;
+        IF v_held THEN v_any_ready := true; END IF;
+        EXIT;
+      END IF;
+      -- Turned away: the id was admitted meanwhile (found above on the next turn), or the job's slot was taken by a
+      -- lock-free admission that committed while we waited (pending on the next turn).
+    END LOOP;
     RETURN NEXT;
   END LOOP;
   IF v_any_ready THEN PERFORM pg_notify('${ready}', ''); END IF;
@@ -292,6 +338,59 @@ BEGIN
     canceled := p.canceled;
   END IF;
   IF r.origin IS DISTINCT FROM p_actor AND r.origin IS NOT NULL THEN PERFORM pg_notify('${outcome}', r.origin::text); END IF;
+END
+$$;
+
+-- Acks many deliveries at once, inside a plan commit that already holds their jobs' locks and their rows (checked
+-- current there). Set-based; only jobs with pending evaluations promote one, each under the lock already held.
+CREATE FUNCTION ${S}.ack_fenced(p_ids text[], p_tokens text[], p_values bytea[], p_indexes bigint[], p_attempts integer[],
+  p_actor uuid)
+RETURNS TABLE (id text, deliveries integer, promoted text, canceled text[]) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+  v_ids text[];
+  v_deliveries integer[];
+  v_namespaces text[];
+  v_jobs text[];
+  v_origins uuid[];
+  v_promote record;
+  p record;
+BEGIN
+  WITH x AS (
+    SELECT * FROM unnest(p_ids, p_tokens, p_values, p_indexes, p_attempts) AS x(id, token, value, idx, attempts)
+  ), old AS (
+    SELECT e.id, e.holds_slot, e.namespace, e.job_id, e.origin, e.deliveries
+      FROM ${S}.evals e JOIN x ON x.id = e.id AND e.token = x.token
+     WHERE e.id = ANY(p_ids) AND e.state = 'unacked'
+  ), done AS (
+    UPDATE ${S}.evals e SET state = 'acked', holds_slot = false, lease_until = NULL, holder = NULL, settled_at = now(),
+           outcome = COALESCE(e.outcome, jsonb_build_object('status', 'acked', 'index', x.idx, 'attempts', x.attempts,
+             'deliveries', e.deliveries)),
+           value = CASE WHEN e.outcome IS NULL THEN x.value ELSE e.value END
+      FROM x WHERE e.id = ANY(p_ids) AND e.id = x.id AND e.token = x.token AND e.state = 'unacked'
+    RETURNING e.id)
+  SELECT array_agg(old.id), array_agg(old.deliveries),
+         array_agg(old.namespace) FILTER (WHERE old.holds_slot), array_agg(old.job_id) FILTER (WHERE old.holds_slot),
+         array_agg(DISTINCT old.origin) FILTER (WHERE old.origin IS NOT NULL AND old.origin IS DISTINCT FROM p_actor)
+    INTO v_ids, v_deliveries, v_namespaces, v_jobs, v_origins
+    FROM old JOIN done ON done.id = old.id;
+  IF v_ids IS NULL THEN RETURN; END IF;
+  FOR i IN 1 .. array_length(v_ids, 1) LOOP
+    id := v_ids[i]; deliveries := v_deliveries[i]; promoted := NULL; canceled := NULL;
+    RETURN NEXT;
+  END LOOP;
+  FOR v_promote IN
+    SELECT DISTINCT e.namespace, e.job_id FROM ${S}.evals e
+      JOIN unnest(v_namespaces, v_jobs) AS j(namespace, job_id) ON e.namespace = j.namespace AND e.job_id = j.job_id
+     WHERE e.state = 'pending'
+  LOOP
+    SELECT * INTO p FROM ${S}.promote(v_promote.namespace, v_promote.job_id, true);
+    id := NULL; deliveries := NULL; promoted := p.promoted; canceled := p.canceled;
+    RETURN NEXT;
+  END LOOP;
+  IF v_origins IS NOT NULL THEN
+    PERFORM pg_notify('${outcome}', o::text) FROM unnest(v_origins) AS o;
+  END IF;
 END
 $$;
 

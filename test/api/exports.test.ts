@@ -91,6 +91,13 @@ const EXPECTED: Readonly<Record<string, Readonly<Record<string, Kind>>>> = {
     SchedulerStats: 'interface',
     TokenMismatchError: 'class',
   },
+  './postgres': {
+    BackendUnavailableError: 'class',
+    PostgresBackend: 'interface',
+    postgresBackend: 'function',
+    PostgresBackendOptions: 'interface',
+    SchemaVersionError: 'class',
+  },
   './tasks': {
     CatchUpPolicy: 'type',
     DesiredState: 'interface',

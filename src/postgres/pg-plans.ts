@@ -1,0 +1,504 @@
+/**
+ * The plan committer in PostgreSQL. This process's plans (and `state.write`s) wait in a queue by priority, then
+ * arrival; the committer takes up to a batch of them into one transaction, which:
+ * 1. locks the state counter row: from here to COMMIT no other process commits state, so index order is commit
+ *    order and every index is used (a rollback leaves no gap);
+ * 2. catches the replica up to the counter, so the version checks below are against the committed rows;
+ * 3. locks the jobs of the deliveries it will ack, then the deliveries' rows, and checks each plan's fence: its
+ *    delivery must still be current (same token, lease not over, in database time);
+ * 4. checks each write's `readIndex` against the replica plus the plans before it in the batch, runs `evaluatePlan`,
+ *    and gives every plan that changes something its own next index;
+ * 5. writes the records, one log row per plan (with the plan's id) and the counter, acks the deliveries whose plans
+ *    committed in full (when asked to), and notifies once.
+ * A COMMIT cut off by a lost connection is resolved by the plans' ids: what is in the log landed, what is not did
+ * not, and nothing is committed twice.
+ */
+import { randomUUID } from 'node:crypto';
+import type { PlanBackend, PlanDelivery, PlanOutcome } from '../backend/state-backend.js';
+import { describeValue, InvalidArgumentError, InvalidStateError, UserCodeError } from '../errors.js';
+import type { Logger } from '../observability/logger.js';
+import { PlanQueue, type Queued } from '../state/plan-queue.js';
+import { checkPlan, type CheckedPlan } from '../state/plan-validation.js';
+import type { ChangeSet, EvaluatePlan, Plan, PlanWrite, RecordChange, Snapshot } from '../state/types.js';
+import type { TablesVersion } from '../state/versioned-tables.js';
+import { decodeValue, encodeValue } from './codec.js';
+import { isAmbiguous, type Database, type Session } from './database.js';
+import type { SchemaNames } from './names.js';
+import { refusalError, type PgBroker } from './pg-broker.js';
+import type { PgState, WriteOp } from './pg-state.js';
+
+interface PlanJob extends Queued {
+  readonly kind: 'plan';
+  readonly id: string;
+  readonly checked: CheckedPlan;
+  readonly delivery: PlanDelivery | undefined;
+  readonly resolve: (outcome: PlanOutcome) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+interface WriteJob extends Queued {
+  readonly kind: 'write';
+  readonly id: string;
+  readonly ops: readonly WriteOp[];
+  readonly resolve: (set: ChangeSet) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+type Job = PlanJob | WriteJob;
+
+/** What one job of a batch came to, inside the transaction. */
+interface Result {
+  readonly job: Job;
+  /** The change set it committed (index and changes), when it changed something. */
+  readonly set: ChangeSet | undefined;
+  readonly outcome: PlanOutcome | ChangeSet | undefined;
+  readonly error: unknown;
+  /** Its delivery is acked in this commit. */
+  readonly ack: { readonly value: unknown; readonly attempts: number } | undefined;
+}
+
+/** Direct writes go before plans: in memory `state.write` commits at once, past the plan queue. */
+const WRITE_PRIORITY = 1_000;
+/** Most plans one transaction carries. */
+const MAX_BATCH = 256;
+
+export interface PgPlansOptions {
+  readonly db: Database;
+  readonly names: SchemaNames;
+  readonly state: PgState;
+  readonly broker: PgBroker;
+  readonly logger: Logger;
+  readonly evaluatePlan: EvaluatePlan | undefined;
+  readonly nodeId: string;
+}
+
+function checkDelivery(delivery: unknown): asserts delivery is PlanDelivery | undefined {
+  if (delivery === undefined) return;
+  const d = delivery as Partial<PlanDelivery> | null;
+  if (d === null || typeof d !== 'object' || typeof d.evaluationId !== 'string' || d.evaluationId === '' || typeof d.token !== 'string') {
+    throw new InvalidArgumentError('delivery', 'a delivery { evaluationId, token, ack? } or undefined', delivery);
+  }
+  if (d.ack !== undefined && (d.ack === null || typeof d.ack !== 'object')) {
+    throw new InvalidArgumentError('delivery.ack', 'an object { value?, attempts? } or undefined', d.ack);
+  }
+}
+
+export class PgPlans implements PlanBackend {
+  readonly #db: Database;
+  readonly #names: SchemaNames;
+  readonly #state: PgState;
+  readonly #broker: PgBroker;
+  readonly #logger: Logger;
+  readonly #evaluate: EvaluatePlan | undefined;
+  readonly #nodeId: string;
+  readonly #queue = new PlanQueue<Job>();
+  #seq = 0;
+  #running: Promise<void> | undefined;
+  #scheduled = false;
+  #open = false;
+  #stopped = false;
+
+  constructor(options: PgPlansOptions) {
+    this.#db = options.db;
+    this.#names = options.names;
+    this.#state = options.state;
+    this.#broker = options.broker;
+    this.#logger = options.logger;
+    this.#evaluate = options.evaluatePlan;
+    this.#nodeId = options.nodeId;
+  }
+
+  get depth(): number {
+    return this.#queue.size;
+  }
+
+  open(): void {
+    this.#open = true;
+    this.#kick();
+  }
+
+  submit(plan: Plan, delivery?: PlanDelivery): Promise<PlanOutcome> {
+    if (this.#stopped) return Promise.reject(stoppedError());
+    let checked: CheckedPlan;
+    try {
+      checked = checkPlan(plan, this.#state.tables());
+      checkDelivery(delivery);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return new Promise<PlanOutcome>((resolve, reject) => {
+      this.#queue.push({ kind: 'plan', id: randomUUID(), priority: checked.priority, seq: this.#seq++, checked, delivery, resolve, reject });
+      this.#kick();
+    });
+  }
+
+  /** `state.write`'s commit: its ops replayed on the committed state, last writer wins. */
+  write(ops: readonly WriteOp[]): Promise<ChangeSet> {
+    if (this.#stopped) return Promise.reject(stoppedError());
+    return new Promise<ChangeSet>((resolve, reject) => {
+      this.#queue.push({ kind: 'write', id: randomUUID(), priority: WRITE_PRIORITY, seq: this.#seq++, ops, resolve, reject });
+      this.#kick();
+    });
+  }
+
+  #kick(): void {
+    if (!this.#open || this.#running !== undefined || this.#scheduled || this.#queue.size === 0) return;
+    // After the submitting code yields: the plans of one turn are ordered by priority and share a transaction.
+    this.#scheduled = true;
+    queueMicrotask(() => {
+      this.#scheduled = false;
+      if (this.#running !== undefined) return;
+      this.#running = this.#drain().finally(() => {
+        this.#running = undefined;
+        this.#kick();
+      });
+    });
+  }
+
+  async #drain(): Promise<void> {
+    while (!this.#stopped && this.#queue.size > 0) {
+      const batch: Job[] = [];
+      for (let job = this.#queue.pop(); job !== undefined; job = batch.length < MAX_BATCH ? this.#queue.pop() : undefined) {
+        batch.push(job);
+        if (batch.length >= MAX_BATCH) break;
+      }
+      await this.#commit(batch);
+    }
+  }
+
+  async #commit(batch: Job[]): Promise<void> {
+    let results: Result[];
+    try {
+      results = await this.#db.transaction((session) => this.#apply(session, batch), 'a plan commit');
+    } catch (error) {
+      if (isAmbiguous(error)) {
+        await this.#resolveCutOff(batch, error);
+        return;
+      }
+      this.#logger.warn({ err: error, plans: batch.length }, 'plan commit failed');
+      for (const job of batch) job.reject(error);
+      return;
+    }
+    // Committed: the replica takes the change sets (unless the log tail already did), then everyone hears.
+    for (const r of results) if (r.set !== undefined) this.#state.applyChanges(r.set.index, r.set.changes);
+    for (const p of this.#promotions) this.#broker.settledPromotion(p.promoted, p.canceled);
+    for (const r of results) {
+      if (r.error !== undefined) {
+        r.job.reject(r.error);
+        continue;
+      }
+      if (r.job.kind === 'plan') {
+        const outcome = r.outcome as PlanOutcome;
+        if (r.ack !== undefined && r.job.delivery !== undefined) {
+          this.#broker.settledAck(r.job.delivery.evaluationId, r.job.delivery.token, {
+            value: r.ack.value,
+            index: outcome.index > 0 ? outcome.index : this.#state.index,
+            attempts: r.ack.attempts,
+            deliveries: this.#acked.get(r.job.id) ?? 0,
+          });
+        }
+        r.job.resolve(outcome);
+      } else {
+        r.job.resolve(r.outcome as ChangeSet);
+      }
+    }
+  }
+
+  /** The deliveries count of each delivery acked in the last commit, by plan id (read right after the commit). */
+  readonly #acked = new Map<string, number>();
+  /** What the acks in the last commit promoted and superseded. */
+  #promotions: { promoted: string; canceled: string[] | null }[] = [];
+
+  /** The transaction's body: see the class comment for the steps. */
+  async #apply(session: Session, batch: Job[]): Promise<Result[]> {
+    const S = this.#names.S;
+    this.#acked.clear();
+    this.#promotions = [];
+    const [counter] = await session.query<{ index: string }>(`SELECT index FROM ${S}.state_counter FOR UPDATE`);
+    const committed = Number(counter?.index ?? 0);
+    await this.#state.catchUpWith(session, committed);
+    if (this.#state.index !== committed) {
+      throw new InvalidStateError(`Expected the replica at the committed index ${committed} before a commit, but it is at ${this.#state.index}`);
+    }
+
+    // The fences: job locks first for the deliveries acked here (the lock order), then their rows.
+    const fenced = batch.filter((j): j is PlanJob => j.kind === 'plan' && j.delivery !== undefined);
+    const current = new Map<string, string>();
+    /** Plans whose delivery this commit may ack: asked to, and held here (so its job is known and locked). */
+    const ackable = new Set<string>();
+    if (fenced.length > 0) {
+      const jobs: { namespace: string; jobId: string }[] = [];
+      for (const j of fenced) {
+        if (j.delivery!.ack === undefined) continue;
+        const job = this.#broker.jobOf(j.delivery!.evaluationId, j.delivery!.token);
+        if (job === undefined) continue;
+        jobs.push(job);
+        ackable.add(j.id);
+      }
+      if (jobs.length > 0) {
+        await session.query(`SELECT ${S}.lock_jobs($1::text[], $2::text[])`, [jobs.map((k) => k.namespace), jobs.map((k) => k.jobId)]);
+      }
+      const ids = [...new Set(fenced.map((j) => j.delivery!.evaluationId))].sort();
+      const rows = await session.query<{ id: string; refusal: string | null; token: string }>(
+        `SELECT e.id, e.token, CASE WHEN e.lease_until <= clock_timestamp() THEN 'expired' END AS refusal
+           FROM ${S}.evals e WHERE e.id = ANY($1::text[]) AND e.state = 'unacked' ORDER BY e.id FOR UPDATE`,
+        [ids],
+      );
+      for (const row of rows) if (row.refusal === null) current.set(row.id, row.token);
+    }
+
+    let version: TablesVersion = this.#state.version;
+    const results: Result[] = [];
+    for (const job of batch) {
+      if (job.kind === 'write') {
+        const draft = version.draft(version.index + 1, true);
+        for (const op of job.ops) {
+          if (op.value === undefined) draft.delete(op.table, op.key);
+          else draft.put(op.table, op.key, op.value);
+        }
+        const finished = draft.finish();
+        if (finished.changes.length === 0) {
+          results.push({ job, set: undefined, outcome: Object.freeze({ index: version.index, changes: finished.changes }), error: undefined, ack: undefined });
+          continue;
+        }
+        version = finished.version;
+        const set: ChangeSet = Object.freeze({ index: version.index, changes: finished.changes });
+        results.push({ job, set, outcome: set, error: undefined, ack: undefined });
+        continue;
+      }
+      const d = job.delivery;
+      if (d !== undefined && current.get(d.evaluationId) !== d.token) {
+        results.push({ job, set: undefined, outcome: undefined, error: await this.#refusal(session, d), ack: undefined });
+        continue;
+      }
+      let applied: { readonly version: TablesVersion; readonly changes: readonly RecordChange[]; readonly rejected: readonly PlanWrite[] };
+      try {
+        applied = this.#applyPlan(version, job.checked);
+      } catch (error) {
+        results.push({ job, set: undefined, outcome: undefined, error, ack: undefined });
+        continue;
+      }
+      let set: ChangeSet | undefined;
+      if (applied.changes.length > 0) {
+        version = applied.version;
+        set = Object.freeze({ index: version.index, changes: applied.changes });
+      }
+      const rejected = Object.freeze(applied.rejected);
+      const outcome: PlanOutcome = Object.freeze({
+        index: set === undefined ? 0 : set.index,
+        rejected,
+        refreshIndex: rejected.length > 0 ? version.index : 0,
+        ...(d?.ack !== undefined && ackable.has(job.id) && rejected.length === 0 ? { acked: true } : {}),
+      });
+      const ack = d?.ack !== undefined && ackable.has(job.id) && rejected.length === 0 ? { value: d.ack.value, attempts: d.ack.attempts ?? 1 } : undefined;
+      results.push({ job, set, outcome, error: undefined, ack });
+    }
+
+    const sets = results.filter((r) => r.set !== undefined);
+    if (sets.length > 0) await this.#write(session, sets, committed, version.index);
+    const acks = results.filter((r) => r.ack !== undefined && r.job.kind === 'plan');
+    if (acks.length > 0) {
+      const rows = await session.query<{ id: string | null; deliveries: number | null; promoted: string | null; canceled: string[] | null }>(
+        `SELECT * FROM ${S}.ack_fenced($1::text[], $2::text[], $3::bytea[], $4::bigint[], $5::int[], $6)`,
+        [
+          acks.map((r) => (r.job as PlanJob).delivery!.evaluationId),
+          acks.map((r) => (r.job as PlanJob).delivery!.token),
+          acks.map((r) => encodeValue(r.ack!.value)),
+          acks.map((r) => r.set?.index ?? version.index),
+          acks.map((r) => r.ack!.attempts),
+          this.#nodeId,
+        ],
+      );
+      const deliveries = new Map<string, number>();
+      for (const row of rows) {
+        if (row.id !== null) deliveries.set(row.id, row.deliveries ?? 0);
+        else if (row.promoted !== null) this.#promotions.push({ promoted: row.promoted, canceled: row.canceled });
+      }
+      for (const r of acks) {
+        const d = (r.job as PlanJob).delivery!;
+        // Fenced and locked above: none of these acks can be refused; if one is, the whole commit must not happen.
+        const n = deliveries.get(d.evaluationId);
+        if (n === undefined) throw new InvalidStateError(`Expected the fenced delivery of ${JSON.stringify(d.evaluationId)} to ack in its commit, but it did not`);
+        this.#acked.set(r.job.id, n);
+      }
+    }
+    return results;
+  }
+
+  /** Version check, the user's check, and the writes of one plan on top of `version`. */
+  #applyPlan(version: TablesVersion, checked: CheckedPlan): { version: TablesVersion; changes: readonly RecordChange[]; rejected: PlanWrite[] } {
+    const writes = checked.writes.map((c) => c.write);
+    const rejected = new Array<boolean>(writes.length).fill(false);
+    let conflicts = 0;
+    for (let i = 0; i < writes.length; i++) {
+      const w = writes[i]!;
+      if ((version.get(w.table, w.key)?.modifyIndex ?? 0) !== w.readIndex) {
+        rejected[i] = true;
+        conflicts++;
+      }
+    }
+    let evaluated = 0;
+    if (this.#evaluate !== undefined && conflicts < writes.length && !(checked.allAtOnce && conflicts > 0)) {
+      evaluated = this.#runEvaluate(version, checked, writes, rejected);
+    }
+    if (checked.allAtOnce && conflicts + evaluated > 0) rejected.fill(true);
+    const draft = version.draft(version.index + 1, true);
+    for (let i = 0; i < writes.length; i++) {
+      if (rejected[i]) continue;
+      const w = writes[i]!;
+      if (w.delete === true) draft.delete(w.table, w.key);
+      else draft.put(w.table, w.key, w.value);
+    }
+    const finished = draft.finish();
+    return {
+      version: finished.changes.length > 0 ? finished.version : version,
+      changes: finished.changes,
+      rejected: checked.writes.filter((_, i) => rejected[i]).map((c) => c.original),
+    };
+  }
+
+  #runEvaluate(snapshot: Snapshot, checked: CheckedPlan, writes: readonly PlanWrite[], rejected: boolean[]): number {
+    const remaining = Object.freeze(writes.filter((_, i) => !rejected[i]));
+    const plan: Plan = Object.freeze({
+      ...(checked.evalId === undefined ? {} : { evalId: checked.evalId }),
+      priority: checked.priority,
+      allAtOnce: checked.allAtOnce,
+      writes: remaining,
+    });
+    let verdict: unknown;
+    try {
+      verdict = this.#evaluate!(snapshot, plan);
+    } catch (error) {
+      throw new UserCodeError(`Expected evaluatePlan to return the writes to reject, but it threw: ${error instanceof Error ? error.message : describeValue(error)}`, {
+        cause: error,
+        details: { evalId: checked.evalId },
+      });
+    }
+    if (verdict === undefined) return 0;
+    if (!Array.isArray(verdict)) {
+      throw new UserCodeError(`Expected evaluatePlan to return an array of writes to reject or nothing, got ${describeValue(verdict)}`, {
+        details: { evalId: checked.evalId },
+      });
+    }
+    let count = 0;
+    for (const reject of verdict as unknown[]) {
+      const r = reject as Partial<PlanWrite> | null;
+      const i = r === null || typeof r !== 'object' ? -1 : writes.findIndex((w, at) => !rejected[at] && w.table === r.table && w.key === r.key);
+      if (i < 0) {
+        throw new UserCodeError(`Expected evaluatePlan to return writes of the plan it was given, got ${describeValue(reject)}`, {
+          details: { evalId: checked.evalId },
+        });
+      }
+      rejected[i] = true;
+      count++;
+    }
+    return count;
+  }
+
+  /** Why a fenced plan's delivery is not current, as the broker's typed refusal. */
+  async #refusal(session: Session, d: PlanDelivery): Promise<Error> {
+    const S = this.#names.S;
+    const [row] = await session.query<{ refusal: string | null; expired: boolean }>(
+      `SELECT ${S}.refusal(e, $2) AS refusal, (e.lease_until <= clock_timestamp()) AS expired FROM ${S}.evals e WHERE e.id = $1`,
+      [d.evaluationId, d.token],
+    );
+    return refusalError(row?.refusal ?? (row?.expired === true ? 'expired' : 'not_outstanding'), d.evaluationId, d.token);
+  }
+
+  /** The records (their last change in the batch), one log row per change set, the counter, and one notification. */
+  async #write(session: Session, results: Result[], from: number, to: number): Promise<void> {
+    const S = this.#names.S;
+    const last = new Map<string, RecordChange>();
+    for (const r of results) for (const c of r.set!.changes) last.set(`${c.table}\u0000${c.key}`, c);
+    const puts = [...last.values()].filter((c) => c.value !== undefined);
+    const deletes = [...last.values()].filter((c) => c.value === undefined);
+    if (puts.length > 0) {
+      await session.query(
+        `INSERT INTO ${S}.state_records (tbl, key, value, create_index, modify_index)
+         SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bigint[], $5::bigint[])
+         ON CONFLICT (tbl, key) DO UPDATE SET value = EXCLUDED.value, create_index = EXCLUDED.create_index, modify_index = EXCLUDED.modify_index`,
+        [puts.map((c) => c.table), puts.map((c) => c.key), puts.map((c) => encodeValue(c.value)), puts.map((c) => c.createIndex), puts.map((c) => c.modifyIndex)],
+      );
+    }
+    if (deletes.length > 0) {
+      await session.query(
+        `DELETE FROM ${S}.state_records r USING unnest($1::text[], $2::text[]) AS d(tbl, key) WHERE r.tbl = d.tbl AND r.key = d.key`,
+        [deletes.map((c) => c.table), deletes.map((c) => c.key)],
+      );
+    }
+    await session.query(
+      `INSERT INTO ${S}.state_log (index, plan_id, changes) SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::bytea[])`,
+      [results.map((r) => r.set!.index), results.map((r) => r.job.id), results.map((r) => encodeValue(r.set!.changes.map(plainChange)))],
+    );
+    const [moved] = await session.query<{ n: number }>(`UPDATE ${S}.state_counter SET index = $1 WHERE index = $2 RETURNING 1 AS n`, [to, from]);
+    if (moved === undefined) throw new InvalidStateError(`Expected the state counter at ${from} under its lock, but it moved`);
+    await session.query(`SELECT pg_notify($1, $2)`, [this.#names.channels.state, String(to)]);
+  }
+
+  /**
+   * The connection broke during COMMIT: look up the batch's plan ids. If they are in the log the commit landed (its
+   * acks with it); the replica catches up from the log and every job gets its answer from there. If not, nothing
+   * landed and each job rejects with the error.
+   */
+  async #resolveCutOff(batch: Job[], error: unknown): Promise<void> {
+    let landed: Map<string, { index: number; changes: readonly RecordChange[] }>;
+    try {
+      const rows = await this.#db.query<{ plan_id: string; index: string; changes: Buffer }>(
+        `SELECT plan_id, index, changes FROM ${this.#names.S}.state_log WHERE plan_id = ANY($1::uuid[])`,
+        [batch.map((j) => j.id)],
+        'a commit check',
+      );
+      landed = new Map(rows.map((r) => [r.plan_id, { index: Number(r.index), changes: decodeValue(r.changes) as RecordChange[] }]));
+    } catch (checkError) {
+      this.#logger.warn({ err: checkError }, 'could not learn whether a cut-off commit landed');
+      for (const job of batch) job.reject(error);
+      return;
+    }
+    if (landed.size === 0) {
+      for (const job of batch) job.reject(error);
+      return;
+    }
+    // Landed (a commit is all or nothing, so the whole batch did): answer from the log, never commit again.
+    await this.#state.catchUpWith({ query: (text, values) => this.#db.query(text, values, 'the state log') }).catch(() => undefined);
+    for (const job of batch) {
+      const entry = landed.get(job.id);
+      if (job.kind === 'write') {
+        job.resolve(Object.freeze({ index: entry?.index ?? this.#state.index, changes: Object.freeze(entry?.changes ?? []) }));
+        continue;
+      }
+      // A write committed iff the log has its record at the plan's index.
+      const written = new Set((entry?.changes ?? []).map((c) => `${c.table}\u0000${c.key}`));
+      const rejected = job.checked.writes.filter((w) => !written.has(`${w.write.table}\u0000${w.write.key}`)).map((w) => w.original);
+      const d = job.delivery;
+      const acked = d?.ack !== undefined && rejected.length === 0 && this.#broker.jobOf(d.evaluationId, d.token) !== undefined;
+      if (acked) {
+        this.#broker.settledAck(d.evaluationId, d.token, { value: d.ack!.value, index: entry?.index ?? this.#state.index, attempts: d.ack!.attempts ?? 1, deliveries: 0 });
+      }
+      job.resolve(
+        Object.freeze({
+          index: entry?.index ?? 0,
+          rejected: Object.freeze(rejected),
+          refreshIndex: rejected.length > 0 ? this.#state.index : 0,
+          ...(acked ? { acked: true } : {}),
+        }),
+      );
+    }
+  }
+
+  /** Stops accepting plans and rejects the queued ones; the commit in progress completes. */
+  async stop(): Promise<void> {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    for (const job of this.#queue.drain()) job.reject(stoppedError());
+    await this.#running;
+  }
+}
+
+/** A change as it goes into the log: plain, so that any process can read it back. */
+function plainChange(c: RecordChange): RecordChange {
+  return { table: c.table, key: c.key, value: c.value, createIndex: c.createIndex, modifyIndex: c.modifyIndex };
+}
+
+function stoppedError(): InvalidStateError {
+  return new InvalidStateError('Expected a running plan committer, but it was stopped');
+}

@@ -1,0 +1,334 @@
+/**
+ * The state store in PostgreSQL as this process sees it: a replica of the committed state, fed by the change log.
+ * Every read (`index`, `snapshot()`, `full()`) is the replica, synchronous and immutable at one index. The replica
+ * tails `state_log` in index order: on a notification of a commit (a hint), after every reconnect of the listener
+ * (notifications in between are lost), every `pollMs` as the backstop, inside every commit of this process's plan
+ * committer (which holds the counter lock, so the log is complete up to the counter), and when someone waits for an
+ * index it has not reached. The log's indexes are gap-free, so a change set is applied only right after the one
+ * before it; a log that no longer reaches back (compacted) reloads the whole state.
+ */
+import type { ChangeSet, RecordChange, Snapshot, StoredRecord, WriteTxn } from '../state/types.js';
+import type { StateBackend } from '../backend/state-backend.js';
+import type { Clock, TimerHandle } from '../clock.js';
+import { AbortedError, InvalidArgumentError, InvalidStateError } from '../errors.js';
+import { TypedEmitter } from '../events.js';
+import type { Logger } from '../observability/logger.js';
+import { adoptValue, ownValue } from '../state/values.js';
+import { TablesVersion, type TablesDraft } from '../state/versioned-tables.js';
+import { decodeValue } from './codec.js';
+import type { Database, Session } from './database.js';
+import type { SchemaNames } from './names.js';
+
+/** One write of `state.write(fn)`, replayed at commit against the committed state. */
+export interface WriteOp {
+  readonly table: string;
+  readonly key: string;
+  /** `undefined`: a delete. Owned and frozen. */
+  readonly value: unknown;
+}
+
+/** Commits the writes of one `state.write` (the plan committer, serially with the plans). */
+export type DirectWriter = (ops: readonly WriteOp[]) => Promise<ChangeSet>;
+
+interface StateEvents {
+  'state:change': ChangeSet;
+}
+
+/** Log rows read per query while catching up. */
+const CATCH_UP_ROWS = 1_000;
+
+/** The write transaction of `state.write(fn)`: reads see the replica plus its own writes; the writes are recorded. */
+class RecordingTxn implements WriteTxn {
+  readonly ops: WriteOp[] = [];
+  #draft: TablesDraft | undefined;
+
+  constructor(version: TablesVersion) {
+    this.#draft = version.draft(version.index + 1, false);
+  }
+
+  get<T = unknown>(table: string, key: string): StoredRecord<T> | undefined {
+    return this.#open('get').get(table, key) as StoredRecord<T> | undefined;
+  }
+
+  put(table: string, key: string, value: unknown): void {
+    const draft = this.#open('put');
+    checkKey(key);
+    const owned = ownValue(value, `value of ${table}/${key}`);
+    draft.put(table, key, owned);
+    this.ops.push({ table, key, value: owned });
+  }
+
+  delete(table: string, key: string): void {
+    const draft = this.#open('delete');
+    checkKey(key);
+    draft.delete(table, key);
+    this.ops.push({ table, key, value: undefined });
+  }
+
+  close(): void {
+    this.#draft = undefined;
+  }
+
+  #open(operation: string): TablesDraft {
+    if (this.#draft === undefined) throw new InvalidStateError(`Expected ${operation}() inside the write() callback, but its transaction has ended`);
+    return this.#draft;
+  }
+}
+
+function checkKey(key: unknown): void {
+  if (typeof key !== 'string' || key.length === 0) throw new InvalidArgumentError('key', 'a non-empty string', key);
+}
+
+export class PgState implements StateBackend {
+  readonly #db: Database;
+  readonly #names: SchemaNames;
+  readonly #clock: Clock;
+  readonly #logger: Logger;
+  readonly #pollMs: number;
+  readonly #tables: readonly string[];
+  readonly #known: ReadonlySet<string>;
+  readonly #events: TypedEmitter<StateEvents>;
+  #version: TablesVersion;
+  #writer: DirectWriter | undefined;
+  #writing = false;
+  #catchUp: Promise<void> | undefined;
+  #again = false;
+  #timer: TimerHandle | undefined;
+  #open = false;
+  #closed = false;
+  /** Change sets applied and not yet delivered to listeners (a listener that writes sees them in order). */
+  readonly #outbox: ChangeSet[] = [];
+  #delivering = false;
+
+  constructor(db: Database, names: SchemaNames, tables: readonly string[], clock: Clock, logger: Logger, pollMs: number) {
+    this.#db = db;
+    this.#names = names;
+    this.#clock = clock;
+    this.#logger = logger;
+    this.#pollMs = pollMs;
+    this.#tables = Object.freeze([...tables]);
+    this.#known = new Set(tables);
+    this.#version = TablesVersion.empty(this.#tables, true);
+    this.#events = new TypedEmitter<StateEvents>(() => this.#logger);
+  }
+
+  /** Who commits `write`'s transactions (set by the backend: the plan committer). */
+  set writer(writer: DirectWriter) {
+    this.#writer = writer;
+  }
+
+  get index(): number {
+    return this.#version.index;
+  }
+
+  snapshot(): Snapshot {
+    return this.#version;
+  }
+
+  /** The replica's current version (for the plan committer, which builds on it). */
+  get version(): TablesVersion {
+    return this.#version;
+  }
+
+  tables(): readonly string[] {
+    return this.#tables;
+  }
+
+  full(): ChangeSet {
+    return Object.freeze({ index: this.#version.index, changes: Object.freeze([...this.#version.records()]) });
+  }
+
+  onChange(listener: (change: ChangeSet) => void): () => void {
+    if (typeof listener !== 'function') throw new InvalidArgumentError('listener', 'a function', listener);
+    return this.#events.on('state:change', listener);
+  }
+
+  write(fn: (txn: WriteTxn) => void): Promise<ChangeSet> {
+    if (typeof fn !== 'function') throw new InvalidArgumentError('fn', 'a function', fn);
+    if (this.#writing) throw new InvalidStateError('Expected write() outside any other write transaction, but it was called from inside one');
+    if (this.#writer === undefined || this.#closed) {
+      throw new InvalidStateError(`Expected an open PostgreSQL state store to write to, but it is ${this.#closed ? 'closed' : 'not open yet'}`);
+    }
+    const txn = new RecordingTxn(this.#version);
+    this.#writing = true;
+    try {
+      const result: unknown = fn(txn);
+      if (result !== null && typeof result === 'object' && typeof (result as { then?: unknown }).then === 'function') {
+        (result as Promise<unknown>).then(undefined, () => {});
+        throw new InvalidArgumentError('fn', 'a synchronous function', result);
+      }
+    } finally {
+      txn.close();
+      this.#writing = false;
+    }
+    return this.#writer(txn.ops);
+  }
+
+  waitForIndex(index: number, signal?: AbortSignal): Promise<void> | undefined {
+    if (!Number.isSafeInteger(index) || index < 0) throw new InvalidArgumentError('index', 'an integer >= 0', index);
+    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidArgumentError('signal', 'an AbortSignal or undefined', signal);
+    if (index <= this.#version.index) return undefined;
+    if (signal?.aborted === true) return Promise.reject(new AbortedError('waitForIndex', { cause: signal.reason }));
+    const waiting = new Promise<void>((resolve, reject) => {
+      const onAbort = (): void => {
+        unsubscribe();
+        reject(new AbortedError('waitForIndex', { cause: signal!.reason }));
+      };
+      const unsubscribe = this.onChange((change) => {
+        if (change.index < index) return;
+        unsubscribe();
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      });
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+    this.hint();
+    return waiting;
+  }
+
+  // ───────────────────────────── the replica's feed ─────────────────────────────
+
+  /** Loads the whole committed state (at open, and when the log no longer reaches back to the replica). */
+  async load(): Promise<void> {
+    const S = this.#names.S;
+    const { index, rows } = await this.#db.transaction(async (session) => {
+      await session.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY');
+      const [counter] = await session.query<{ index: string }>(`SELECT index FROM ${S}.state_counter`);
+      const records = await session.query<{ tbl: string; key: string; value: Buffer; create_index: string; modify_index: string }>(
+        `SELECT tbl, key, value, create_index, modify_index FROM ${S}.state_records WHERE tbl = ANY($1::text[])`,
+        [this.#tables],
+      );
+      return { index: Number(counter?.index ?? 0), rows: records };
+    }, 'a state load');
+    const draft = TablesVersion.empty(this.#tables, true, index).draft(index, false);
+    for (const row of rows) {
+      draft.putRecord(
+        Object.freeze({
+          table: row.tbl,
+          key: row.key,
+          value: adoptValue(decodeValue(row.value)),
+          createIndex: Number(row.create_index),
+          modifyIndex: Number(row.modify_index),
+        }),
+      );
+    }
+    const reloaded = this.#open;
+    this.#version = draft.finish().version;
+    // A reload jumps: threads whose copy now has a gap reseed themselves from full() (see ChangeFeed).
+    if (reloaded) this.#publish(Object.freeze({ index, changes: Object.freeze([]) }));
+  }
+
+  /** Starts tailing (after `load()`). */
+  start(): void {
+    this.#open = true;
+    this.#arm();
+  }
+
+  /** A commit may have happened: catch up now (or right after the catch-up in progress). */
+  hint(): void {
+    if (!this.#open || this.#closed) return;
+    if (this.#catchUp !== undefined) {
+      this.#again = true;
+      return;
+    }
+    this.#catchUp = this.#tail().finally(() => {
+      this.#catchUp = undefined;
+    });
+  }
+
+  async #tail(): Promise<void> {
+    try {
+      do {
+        this.#again = false;
+        await this.catchUpWith({ query: (text, values) => this.#db.query(text, values, 'the state log') });
+      } while (this.#again && !this.#closed);
+    } catch (error) {
+      this.#logger.warn({ err: error }, 'state log catch-up failed; retrying at the next poll');
+    }
+  }
+
+  /**
+   * Applies the log after the replica's index, up to `until` (or to its end), reading with `query` (a pool query, or
+   * the plan committer's session inside its transaction).
+   */
+  async catchUpWith(session: Session, until = Number.POSITIVE_INFINITY): Promise<void> {
+    const S = this.#names.S;
+    while (this.#version.index < until && !this.#closed) {
+      const from = this.#version.index;
+      const rows = await session.query<{ index: string; changes: Buffer }>(
+        `SELECT index, changes FROM ${S}.state_log WHERE index > $1 ORDER BY index LIMIT ${CATCH_UP_ROWS}`,
+        [from],
+      );
+      if (rows.length === 0) return;
+      if (Number(rows[0]!.index) > this.#version.index + 1) {
+        // Compacted past the replica (or another reader moved it meanwhile): only a reload is exact.
+        if (this.#version.index !== from) continue;
+        await this.load();
+        continue;
+      }
+      for (const row of rows) {
+        const index = Number(row.index);
+        if (index !== this.#version.index + 1) continue;
+        this.applyChanges(index, decodeValue(row.changes) as RecordChange[]);
+      }
+      if (rows.length < CATCH_UP_ROWS) return;
+    }
+  }
+
+  /**
+   * Applies the change set committed at `index` (records as the committer wrote them), if it is the next one; one at
+   * or below the replica's index was applied already. Changes to tables this process does not have are left out,
+   * but the index still moves: indexes stay gap-free for every process, whatever its tables.
+   */
+  applyChanges(index: number, changes: readonly RecordChange[]): void {
+    if (index !== this.#version.index + 1) return;
+    const draft = this.#version.draft(index, false);
+    const kept: RecordChange[] = [];
+    for (const c of changes) {
+      if (!this.#known.has(c.table)) continue;
+      if (c.value === undefined) {
+        draft.delete(c.table, c.key);
+        kept.push(Object.freeze({ table: c.table, key: c.key, value: undefined, createIndex: c.createIndex, modifyIndex: c.modifyIndex }));
+      } else {
+        const record: StoredRecord = Object.freeze({
+          table: c.table,
+          key: c.key,
+          value: adoptValue(c.value),
+          createIndex: c.createIndex,
+          modifyIndex: c.modifyIndex,
+        });
+        draft.putRecord(record);
+        kept.push(record);
+      }
+    }
+    this.#version = draft.finish().version;
+    this.#publish(Object.freeze({ index, changes: Object.freeze(kept) }));
+  }
+
+  #publish(set: ChangeSet): void {
+    this.#outbox.push(set);
+    if (this.#delivering) return;
+    this.#delivering = true;
+    try {
+      for (let next = this.#outbox.shift(); next !== undefined; next = this.#outbox.shift()) this.#events.emit('state:change', next);
+    } finally {
+      this.#delivering = false;
+    }
+  }
+
+  #arm(): void {
+    if (this.#closed || this.#timer !== undefined) return;
+    this.#timer = this.#clock.setTimer(() => {
+      this.#timer = undefined;
+      this.hint();
+      this.#arm();
+    }, this.#pollMs, { unref: true });
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    if (this.#timer !== undefined) this.#clock.clearTimer(this.#timer);
+    this.#timer = undefined;
+    await this.#catchUp;
+  }
+}
