@@ -1,11 +1,11 @@
 /**
  * Broker throughput: enqueue → dequeue → ack cycles per second on one core (goal ≥ 1,000,000).
  *
- * Each tinybench iteration runs a batch of `BATCH` cycles, because one cycle (~1 µs) is close to the cost of the
- * timestamp calls around it; ops/s and the per-cycle p50/p99 are derived from the batch times (so the
+ * Each tinybench iteration runs a batch of `BATCH` cycles, because one cycle (under a microsecond) is close to the
+ * cost of the timestamp calls around it; ops/s and the per-cycle p50/p99 are derived from the batch times (so the
  * percentiles are of 1000-cycle averages, not of single cycles).
  *
- *   node .build-broker/bench/broker.bench.js [--quick] [--json]
+ *   node dist/bench/broker.bench.js [--quick] [--json]
  */
 import { pathToFileURL } from 'node:url';
 import { Bench } from 'tinybench';

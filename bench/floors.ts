@@ -27,7 +27,7 @@ export interface Floor {
 export const FLOORS: readonly Floor[] = [
   {
     // Engine vs raw Piscina throughput ≥ 1.0. The engine exists to dispatch faster than calling Piscina directly
-    // (issue 3's goal is 5×; a batching dispatcher measured ~8× raw Piscina on the reference machine). Below 1.0
+    // (issue 3's goal is 5×; a batching dispatcher reads several times raw Piscina). Below 1.0
     // a user would be better off without tickpool — that is the line CI holds. Both figures come from the same
     // run on the same thread count, so machine speed cancels out; only noise remains, which best-of-3 absorbs.
     id: 'engine throughput / raw piscina.run()',
@@ -53,8 +53,8 @@ export const FLOORS: readonly Floor[] = [
     applies: (r) => r.scope === 'broker' && (r.id ?? '').startsWith('broker.cycle'),
   },
   {
-    // Task tick cost against a scan-every-task tick (the seed's `Tick`) with 1% of the tasks due ≥ 10×. A heap
-    // keyed by next due time costs O(due · log n); the scan costs O(n). At 1% due the goal is ≥ 50× (issue 4);
+    // Task tick cost against a scan-every-task tick (InfluxDB `scheduler.go` `Tick`) with 1% of the tasks due ≥ 10×.
+    // A heap keyed by next due time costs O(due · log n); the scan costs O(n). At 1% due the goal is ≥ 50× (issue 4);
     // a tick that regressed to visiting every task would be ~1×, so 10× catches it with a wide margin for noise.
     id: 'tasks tick vs scan at 1% due',
     scope: 'tasks',

@@ -13,7 +13,7 @@
  * growth. With `--awaited` the feed reads every handle's `done` and counts its resolutions instead (what
  * `engine.run()` does): an outcome that is awaited must not be retained after it resolved either.
  *
- *   node --expose-gc .build/bench/memory.bench.js [--quick] [--awaited] [--json]
+ *   node --expose-gc dist/bench/memory.bench.js [--quick] [--awaited] [--json]
  *
  * `--quick`: 100,000 evaluations, checkpoints at 10,000 and 100,000. Exits with code 1 when the growth is 10% or
  * more.

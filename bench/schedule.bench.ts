@@ -4,7 +4,7 @@
  * Each tinybench iteration runs a batch of BATCH calls (one call is close to the cost of the timestamps around it);
  * ops/s is calls per second derived from the mean batch time.
  *
- *   node .build-schedule/bench/schedule.bench.js [--quick] [--json]
+ *   node dist/bench/schedule.bench.js [--quick] [--json]
  */
 import { pathToFileURL } from 'node:url';
 import { CronExpressionParser } from 'cron-parser';

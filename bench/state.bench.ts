@@ -6,7 +6,7 @@
  * one path (O(log32 n)). Reads pay for it: a trie lookup hashes the key and walks 2–4 nodes instead of one
  * `Map.get`. Each tinybench iteration runs BATCH operations; ops/s and per-op p50/p99 come from batch times.
  *
- *   node .build-state/bench/state.bench.js [--quick] [--json]
+ *   node dist/bench/state.bench.js [--quick] [--json]
  */
 import { pathToFileURL } from 'node:url';
 import { pino } from 'pino';

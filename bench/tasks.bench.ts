@@ -4,15 +4,15 @@
  *    bytes per task (heap after GC / n, store and scheduler together) and claims/s. Goal < 300 bytes. Also the
  *    heap bytes per run kept in the default run log (MemoryRunLog).
  * 2. tick vs scan: with 1% of 1,000,000 tasks due per tick, the scheduler's due calendar against a
- *    scan-every-task tick like the seed's `Tick` (a Map of per-task objects, `now >= ts.nextDue()`), both doing
- *    the same minimal work per due task (compute its next due time). A per-task binary heap (the issue's literal
- *    "one heap entry per task") is measured beside them. Goal ≥ 50×.
+ *    scan-every-task tick like InfluxDB `scheduler.go` `Tick` (a Map of per-task objects, `now >= ts.nextDue()`),
+ *    both doing the same minimal work per due task (compute its next due time). A per-task binary heap (the
+ *    issue's literal "one heap entry per task") is measured beside them. Goal ≥ 50×.
  * 3. the real `TaskScheduler.tick` with 1M claimed tasks and 1% due: runs created and handed to an in-process
  *    executor, per run; and an idle tick.
  * 4. schedule lag at 10,000 runs/s, to a handler on a pool thread and to an in-process executor, each in a
  *    fresh child process (`schedule-lag.bench.ts`). Goal p99 < 5 ms.
  *
- *   node --expose-gc .build-tasks/bench/tasks.bench.js [--quick] [--json] [--only claims,tick,scheduler,lag]
+ *   node --expose-gc dist/bench/tasks.bench.js [--quick] [--json] [--only claims,tick,scheduler,lag]
  */
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
@@ -139,7 +139,7 @@ function runLogMemory(tasks: number, runsPerTask: number): TasksBenchResult[] {
 const PERIOD = 100_000;
 const SLICES = 100;
 
-/** The seed's per-task `taskScheduler`, reduced to what its `Tick` touches. */
+/** `scheduler.go`'s per-task `taskScheduler`, reduced to what `Tick` touches. */
 class SeedTaskScheduler {
   nextDueValue: number;
   readonly offset: number;
@@ -201,7 +201,7 @@ async function tickVsScan(n: number, quick: boolean): Promise<TasksBenchResult[]
   for (let i = 0; i < n; i++) offsets[i] = (i % SLICES) * 1000;
   const firstDue = (i: number): number => schedule.next(START - offsets[i]!) + offsets[i]!;
 
-  // Seed-style scan: a Map of per-task objects keyed by task id.
+  // The scan of `scheduler.go` `Tick`: a Map of per-task objects keyed by task id.
   const seed = new Map<string, SeedTaskScheduler>();
   for (let i = 0; i < n; i++) seed.set(`task-${i}`, new SeedTaskScheduler(firstDue(i), offsets[i]!));
   let scanNow = START;

@@ -2,13 +2,13 @@ import { sleep, systemClock, type Clock } from './clock.js';
 import { InvalidOptionError } from './errors.js';
 import { assertKnownKeys } from './option-checks.js';
 
-/** How a worker waits after errors (the seed's `backoffErr`/`backoffReset`). */
+/** How a worker waits after errors (Nomad `worker.go` `backoffErr`/`backoffReset`). */
 export interface BackoffOptions {
-  /** Delay after the first failure, ms. Default 20 (the seed's `backoffBaseline`). */
+  /** Delay after the first failure, ms. Default 20 (Nomad `worker.go` `backoffBaseline`). */
   readonly baselineMs?: number;
-  /** Upper bound of the delay, ms. Default 5000 (the seed's `backoffLimit`). */
+  /** Upper bound of the delay, ms. Default 5000 (Nomad `worker.go` `backoffLimit`). */
   readonly limitMs?: number;
-  /** Growth per failure. Default 4: the seed's `(1 << 2*failures) * baseline`. */
+  /** Growth per failure. Default 4: Nomad `backoffErr`'s `(1 << (2 * failures)) * backoffBaseline`. */
   readonly factor?: number;
   /** `'none'` (default), `'full'` (uniform in [0, d]) or `'equal'` (uniform in [d/2, d]). */
   readonly jitter?: BackoffJitter;
@@ -56,9 +56,10 @@ export function resolveBackoffOptions(options: unknown, prefix = 'backoff'): Res
 }
 
 /**
- * Exponential backoff with the seed's rule: the delay is `factor^failures * baseline`, capped at the limit, and the
- * failure count grows only while the delay is under the limit. Because the count stops growing there and the
- * arithmetic is floating point, no failure count can overflow into a negative or zero delay (Nomad #18199).
+ * Exponential backoff with the rule of Nomad `worker.go` `backoffErr`: the delay is `factor^failures * baseline`,
+ * capped at the limit, and the failure count grows only while the delay is under the limit. Because the count stops
+ * growing there and the arithmetic is floating point, no failure count can overflow into a negative or zero delay
+ * (Nomad #18199).
  */
 export class Backoff {
   readonly options: ResolvedBackoffOptions;
@@ -77,7 +78,7 @@ export class Backoff {
     return this.#failures;
   }
 
-  /** The delay for the next wait, advancing the failure count as the seed does. */
+  /** The delay for the next wait, advancing the failure count as `backoffErr` does. */
   nextDelay(): number {
     const { baselineMs, limitMs, factor, jitter } = this.options;
     let delay = factor ** this.#failures * baselineMs;
@@ -94,7 +95,7 @@ export class Backoff {
     return sleep(this.#clock, this.nextDelay(), signal);
   }
 
-  /** Forgets past failures (the seed's `backoffReset`). */
+  /** Forgets past failures (Nomad `backoffReset`). */
   reset(): void {
     this.#failures = 0;
   }

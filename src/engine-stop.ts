@@ -5,7 +5,10 @@
 import type { BrokerBackend } from './backend/broker-backend.js';
 import type { Clock } from './clock.js';
 import { InvalidArgumentError, InvalidStateError } from './errors.js';
+import type { ResolvedEngineOptions } from './options.js';
+import type { ThreadPool } from './pool/thread-pool.js';
 import type { TaskScheduler } from './tasks/task-scheduler.js';
+import type { WorkerSet } from './workers/worker-set.js';
 
 /** `stop()`'s grace period, validated: bad options reject the call and leave the engine as it was. */
 export function stopGraceMs(options: unknown): number {
@@ -45,4 +48,46 @@ export function giveUpOutcomes(broker: BrokerBackend, tasks: TaskScheduler): voi
         details: { taskId: run.taskId, runId: run.runId },
       }),
   );
+}
+
+/** What `stopInOrder` winds down. */
+export interface StoppingParts {
+  readonly workers: WorkerSet;
+  readonly tasks: TaskScheduler;
+  readonly pool: ThreadPool;
+  readonly options: Pick<ResolvedEngineOptions, 'clock' | 'cancelGraceMs'>;
+}
+
+/**
+ * Stops the workers, the task runs and the threads, with one deadline for everything in hand (the task runs get no
+ * second grace period after the evaluations). Evaluations in hand get `graceMs`, then are canceled through shared
+ * memory, and a thread that does not let go is terminated. Resolves whether anything had to be forced.
+ */
+export async function stopInOrder(parts: StoppingParts, graceMs: number): Promise<boolean> {
+  const { workers, tasks, pool } = parts;
+  const { clock, cancelGraceMs } = parts.options;
+  const deadline = clock.now() + graceMs;
+  const workersDone = workers.stop();
+  // Runs in flight are canceled at once (they end `canceled` and are logged); cooperative handlers stop within
+  // microseconds, others are terminated with their thread after the grace period below.
+  let tasksStopped = false;
+  const tasksDone = tasks.stop().then(() => {
+    tasksStopped = true;
+  });
+  let forced = false;
+  if (!(await withinGrace(workersDone, graceMs, clock))) {
+    forced = true;
+    workers.cancelAll();
+    // Cooperative schedulers stop within microseconds; give them a moment, then take the threads down.
+    if (!(await withinGrace(workersDone, Math.min(100, cancelGraceMs), clock))) await pool.stop({ force: true });
+  }
+  await workersDone;
+  const left = deadline - clock.now();
+  if (!tasksStopped && (left <= 0 || !(await withinGrace(tasksDone, left, clock)))) {
+    forced = true;
+    await pool.stop({ force: true });
+  }
+  await tasksDone;
+  await pool.stop({ force: forced });
+  return forced;
 }

@@ -4,25 +4,23 @@
  */
 import type { Backend } from './backend/backend.js';
 import type { MemoryBackend } from './backend/memory-backend.js';
-import { Backoff } from './backoff.js';
 import type { EvaluationInput } from './broker/evaluation.js';
 import type { EvaluationHandle, EvaluationOutcome } from './broker/outcome-waiters.js';
 import { createBackend } from './engine-backend.js';
+import { createPool, workerFactory } from './engine-parts.js';
 import { AbortWatch, giveUpEvaluation, runSignal, type RunOptions } from './engine-run.js';
 import { AbortedError, InvalidArgumentError, InvalidStateError } from './errors.js';
 import { TypedEmitter } from './events.js';
 import { resolveEngineOptions, type EngineOptions, type EngineOptionsOn, type ResolvedEngineOptions } from './options.js';
-import { ThreadPool } from './pool/thread-pool.js';
+import type { ThreadPool } from './pool/thread-pool.js';
 import { SlotTable } from './slots/slot-table.js';
 import { EngineTasks, taskSchedulerOf } from './tasks/engine-tasks.js';
 import { isPromiseLike } from './tasks/maybe-promise.js';
 import type { TaskScheduler } from './tasks/task-scheduler.js';
-import { SchedulingWorker } from './workers/scheduling-worker.js';
-import { WorkerMetrics } from './workers/worker-metrics.js';
 import { WorkerSet } from './workers/worker-set.js';
 import type { EngineWorker } from './workers/worker-view.js';
 import { EngineState, type EngineEvents, type EngineStateValue, type EngineStats, type StopOptions } from './engine-types.js';
-import { giveUpOutcomes, stopGraceMs, withinGrace } from './engine-stop.js';
+import { giveUpOutcomes, stopGraceMs, stopInOrder } from './engine-stop.js';
 
 export { EngineState, type EngineEvents, type EngineStateValue, type EngineStats, type StopOptions, type WorkerInfo } from './engine-types.js';
 
@@ -62,24 +60,7 @@ export class Engine<B extends Backend = MemoryBackend> {
     this.broker = backend.broker;
     this.state = backend.state;
     this.plans = backend.plans;
-    this.#pool = new ThreadPool({
-      minThreads: o.threads.min,
-      maxThreads: o.threads.max,
-      slots: this.slots,
-      state: this.state,
-      schedulers: o.schedulers,
-      handlers: o.handlers,
-      clock: o.clock,
-      logger,
-      batchSize: o.batchSize,
-      cancelGraceMs: o.cancelGraceMs,
-      idleTimeoutMs: o.idleTimeoutMs,
-      idleSpinUs: o.idleSpinUs,
-      resourceLimits: o.resourceLimits,
-      respawnBackoff: new Backoff(o.backoff, { clock: o.clock }),
-      onThreadExit: (exit) => this.events.emit('engine:thread-exit', exit),
-      onModuleError: (threadIndex, error) => this.events.emit('engine:module-error', { threadIndex, error }),
-    });
+    this.#pool = createPool(o, this.slots, backend, this.events);
     this.tasks = new EngineTasks({
       store: backend.tasks as B['tasks'],
       pool: this.#pool,
@@ -94,28 +75,8 @@ export class Engine<B extends Backend = MemoryBackend> {
       cancelGraceMs: o.cancelGraceMs,
     });
     this.#taskScheduler = taskSchedulerOf(this.tasks);
-    const metrics = new WorkerMetrics(o.registry);
-    const types = Object.keys(o.schedulers);
-    this.#workers.serve(this.broker, o.workers, (id, deliveries) =>
-      new SchedulingWorker({
-        id,
-        deliveries,
-        broker: this.broker,
-        pool: this.#pool,
-        applier: this.plans,
-        state: this.state,
-        slots: this.slots,
-        clock: o.clock,
-        logger,
-        metrics,
-        backoff: new Backoff(o.backoff, { clock: o.clock }),
-        types,
-        dequeueTimeoutMs: o.dequeueTimeoutMs,
-        syncLimitMs: o.syncLimitMs,
-        maxPlanAttempts: o.maxPlanAttempts,
-        abortLost: (id, cause) => this.#abort(id, cause),
-      }),
-    );
+    const abortLost = (id: string, cause: unknown): void => this.#abort(id, cause);
+    this.#workers.serve(this.broker, o.workers, workerFactory(o, { backend, pool: this.#pool, slots: this.slots }, abortLost));
   }
 
   /** The scheduling workers, as read-only views (status, activity, the evaluation held, `pause()`/`resume()`). */
@@ -262,10 +223,10 @@ export class Engine<B extends Backend = MemoryBackend> {
     return this.#stopping;
   }
 
-  /** Closes the backend (in memory: queued plans are rejected), awaiting it only when it answers with a promise. */
-  async #closeBackend(): Promise<void> {
+  /** Closes the backend (in memory: queued plans are rejected, at once); a promise only when the backend answers one. */
+  #closeBackend(): PromiseLike<void> | undefined {
     const closed = this.#backend.close();
-    if (isPromiseLike(closed)) await closed;
+    return isPromiseLike(closed) ? closed : undefined;
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -277,39 +238,15 @@ export class Engine<B extends Backend = MemoryBackend> {
       this.#state = EngineState.STOPPED;
       // Piscina starts the pool's threads when the engine is created: a never-started engine still owns them.
       await this.#pool.stop();
-      await this.#closeBackend();
+      const closed = this.#closeBackend();
+      if (closed !== undefined) await closed;
       giveUpOutcomes(this.broker, this.#taskScheduler);
       return;
     }
     this.#state = EngineState.STOPPING;
-    // One deadline for everything in hand: the task runs do not get a second grace period after the evaluations.
-    const clock = this.options.clock;
-    const deadline = clock.now() + graceMs;
-    const workersDone = this.#workers.stop();
-    // Runs in flight are canceled at once (they end `canceled` and are logged); cooperative handlers stop within
-    // microseconds, others are terminated with their thread after the grace period below.
-    let tasksStopped = false;
-    const tasksDone = this.#taskScheduler.stop().then(() => {
-      tasksStopped = true;
-    });
-    let forced = false;
-    if (!(await withinGrace(workersDone, graceMs, this.options.clock))) {
-      forced = true;
-      this.#workers.cancelAll();
-      // Cooperative schedulers stop within microseconds; give them a moment, then take the threads down.
-      if (!(await withinGrace(workersDone, Math.min(100, this.options.cancelGraceMs), this.options.clock))) {
-        await this.#pool.stop({ force: true });
-      }
-    }
-    await workersDone;
-    const left = deadline - clock.now();
-    if (!tasksStopped && (left <= 0 || !(await withinGrace(tasksDone, left, clock)))) {
-      forced = true;
-      await this.#pool.stop({ force: true });
-    }
-    await tasksDone;
-    await this.#pool.stop({ force: forced });
-    await this.#closeBackend();
+    const forced = await stopInOrder({ workers: this.#workers, tasks: this.#taskScheduler, pool: this.#pool, options: this.options }, graceMs);
+    const closed = this.#closeBackend();
+    if (closed !== undefined) await closed;
     this.#state = EngineState.STOPPED;
     giveUpOutcomes(this.broker, this.#taskScheduler);
     this.events.emit('engine:stop', { requeued: this.#workers.givenBack, forced });

@@ -24,9 +24,9 @@ export type ModuleSpec = string | URL | { readonly module: string | URL; readonl
 
 export interface EngineOptions {
   /**
-   * Where the broker, the state store and the task store live: `memoryBackend()` in this process's memory, or
-   * `postgresBackend({ … })` (`tickpool/postgres`) in a PostgreSQL database that many engine processes share.
-   * Typed here as the in-memory one; `createEngine` takes any backend and types the engine after it.
+   * Where the broker, the state store and the task store live: `memoryBackend()` keeps them in this process's
+   * memory; a shared backend keeps them in a database that many engine processes share. Typed here as the
+   * in-memory one; `createEngine` takes any backend and types the engine's `broker`, `state` and `plans` after it.
    * @default `memoryBackend()`
    */
   readonly backend?: BackendFactory<MemoryBackend>;
@@ -311,7 +311,7 @@ export function resolveEngineOptions(options: unknown): ResolvedEngineOptions {
   const d = engineDefaults;
   const backend = o['backend'] ?? memoryBackend();
   if (!isBackendFactory(backend)) {
-    throw new InvalidOptionError('backend', 'a backend such as memoryBackend() or postgresBackend({ … }) ({ name, create(context) })', backend);
+    throw new InvalidOptionError('backend', 'a backend such as memoryBackend() (an object { name, create(context) })', backend);
   }
   const threads = resolveThreads(o['threads']);
   const workers = integer(o, 'workers', 1, 100_000, threads.max * d.workersPerThread);

@@ -3,11 +3,12 @@
  * (`SharedArrayBuffer`, and views over it) is shared, not copied, so it counts as zero bytes — and must not make
  * the measurement throw, which Node's default serializer does (an exception per enqueue is also slow).
  *
- * Serializing every payload to measure it cost 1.5–2 µs of the enqueue → dispatch path, most of it for payloads a
- * few dozen bytes long. `payloadFits` first walks small plain data (objects, arrays with their named properties,
- * strings, numbers, booleans, views over shared memory) adding up an upper bound of what the serializer writes for
- * each; when that bound is within the limit the payload fits and nothing is serialized. Anything else — a bigger or
- * deeper value, a Map, a Date, a class instance, a proxy, a function — is measured exactly, as before.
+ * Serializing every payload to measure it would be a large share of the enqueue → dispatch path, mostly spent on
+ * payloads a few dozen bytes long. `payloadFits` first walks small plain data (objects, arrays with their named
+ * properties, strings, numbers, booleans, views over shared memory) adding up an upper bound of what the serializer
+ * writes for each; when that bound is within the limit the payload fits and nothing is serialized. Anything else — a
+ * bigger or deeper value, a Map, a Date, a class instance, a proxy, a function — is measured exactly, by serializing
+ * it.
  */
 import { Serializer } from 'node:v8';
 import { types } from 'node:util';

@@ -19,7 +19,9 @@ import type { MaybePromise } from '../tasks/maybe-promise.js';
 
 /**
  * The change stream the pool threads' replicas are fed from. Synchronous throughout: it is this process's replica.
- * A feed may jump (skip indexes) when its replica was reloaded; a consumer whose copy then has a gap reseeds itself
+ * `index` moves only with a change set delivered to the listeners (the pool publishes each one's index to the
+ * threads, which is how a thread knows its replica is behind). A feed may jump (skip indexes) when its replica was
+ * reloaded: it then delivers one change set at the new index, and a consumer whose copy has a gap reseeds itself
  * from `full()` (the pool does: the thread's replica reports the gap and is reset).
  */
 export interface ChangeFeed {

@@ -5,11 +5,11 @@ import { counter, gauge } from '../observability/metrics.js';
 /**
  * The broker's Prometheus metrics, named after Nomad's (`nomad.broker.total_ready` → `tickpool_broker_total_ready`).
  *
- * Cost model: the broker's hot path (enqueue → dequeue → ack) must stay around a microsecond, and one
- * prom-client `Histogram.observe` costs 140–250 ns (it allocates a closure, hashes the labels and scans the
+ * Cost model: the broker's hot path (enqueue → dequeue → ack) must stay around a microsecond, and one prom-client
+ * `Histogram.observe` costs hundreds of nanoseconds (it allocates a closure, hashes the labels and scans the
  * buckets). So:
  * - gauges are computed at scrape time from `stats()` (prom-client `collect`), costing nothing per evaluation;
- * - latency histograms are `LatencyHistogram`s (src/observability/latency-histogram.ts): ~5 ns per observation,
+ * - latency histograms are `LatencyHistogram`s (src/observability/latency-histogram.ts): a few ns per observation,
  *   nothing sampled or dropped.
  *
  * All brokers sharing a registry share one hub (an engine re-created in a test, two brokers in one process):

@@ -1,7 +1,7 @@
 /**
- * A latency histogram cheap enough for a per-evaluation hot path. One prom-client `Histogram.observe` costs
- * 140–250 ns (it allocates a closure, hashes the labels and scans the buckets); here each label value's series is
- * a Float64Array of bucket counts plus sum and count (~5 ns per observation), exported by a collector that speaks
+ * A latency histogram cheap enough for a per-evaluation hot path. One prom-client `Histogram.observe` costs hundreds
+ * of nanoseconds (it allocates a closure, hashes the labels and scans the buckets); here each label value's series is
+ * a Float64Array of bucket counts plus sum and count (a few ns per observation), exported by a collector that speaks
  * prom-client's metric protocol (`get()` returning histogram values), so the registry serializes it like any other
  * histogram. Nothing is sampled or dropped: every observation lands in its bucket, only the bookkeeping is cheaper.
  * That protocol is prom-client's internals, not its documented API: test/observability/latency-histogram-contract

@@ -1,15 +1,16 @@
 /**
  * The dispatcher: one long-lived loop task per Piscina thread, fed through its own `MessagePort`.
  *
- * Why not one `piscina.run()` per evaluation: Piscina spends ~25 µs of main-thread CPU per task, more than the
- * rest of the engine spends on an evaluation. Here Piscina manages thread lifecycles (start, replacement after a
+ * Why not one `piscina.run()` per evaluation: Piscina spends more main-thread CPU per task than the rest of the
+ * engine spends on an evaluation. Here Piscina manages thread lifecycles (start, replacement after a
  * crash, termination on abort, resource limits) and items travel in batches. What a thread may hold is bounded by
  * *predicted work*, not by a count alone (`CostModel`: learned per evaluation type and task handler):
  * - a thread with nothing assigned gets an item at once (no batching when idle: lowest latency);
  * - otherwise items wait in ONE queue on main, shared by every thread, and are handed out once per event-loop turn
  *   (`setImmediate`) to the thread with the least predicted work, as long as what it then holds stays within
- *   HOLD_BUDGET_MS (and `batchSize` items). No-op items still travel dozens to a message; an item of a millisecond
- *   has at most one more queued behind it, and items of several milliseconds go one at a time;
+ *   HOLD_BUDGET_MS (and `batchSize` items): the water-fill of `placement.ts`. No-op items still travel dozens to a
+ *   message; an item of a millisecond has at most one more queued behind it, and items of several milliseconds go
+ *   one at a time;
  * - a thread whose running item has overrun its prediction by more than the budget gives its unstarted items back
  *   to the queue, and an idle thread takes unstarted items from a busy one when the queue is empty. Taking back is
  *   safe without asking the thread: the item is sent to the second thread as well, and the slot word's start CAS
@@ -22,56 +23,40 @@
  * latency) when it sends to a thread with nothing assigned, and when a thread's results arrive (the next item it
  * holds starts then); a `StartObserver` is told, so that deadlines count from the start of the work.
  *
+ * Each thread is a `ThreadChannel` (its port, lifecycle, held items, idle timer); each dispatched item a
+ * `PendingItem`, which settles with an `Outcome` (outcome.ts).
+ *
  * Accounting: every dispatched item settles exactly once — with the outcome of the thread that ran it, as `canceled`
  * when it was canceled before any thread started it, or `lost` when the thread that started it died or was
  * terminated (crash, resource limit, or a canceled item that ignored cancel past the grace). Items a dead thread had
  * not started never ran: they are dispatched again, so work queued behind a crashing or runaway item is neither
  * failed with that item's reason nor redelivered.
  */
-import { MessageChannel, type MessagePort } from 'node:worker_threads';
+import { MessageChannel } from 'node:worker_threads';
 import { performance } from 'node:perf_hooks';
 import { Piscina } from 'piscina';
 import type { Backoff } from '../backoff.js';
-import type { Clock, TimerHandle } from '../clock.js';
-import {
-  InvalidEvaluationError,
-  InvalidTaskError,
-  ModuleLoadError,
-  ResourceLimitError,
-  ThreadExitedError,
-  TickpoolError,
-  fromWire,
-  toWire,
-  type WireError,
-} from '../errors.js';
+import type { Clock } from '../clock.js';
+import { ModuleLoadError, ResourceLimitError, ThreadExitedError, TickpoolError, fromWire, toWire } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
-import { ThreadLogSink, type ThreadLog } from '../observability/thread-log-sink.js';
+import { ThreadLogSink } from '../observability/thread-log-sink.js';
 import { SlotState, ThreadPhase } from '../slots/slot-layout.js';
 import type { SlotTable } from '../slots/slot-table.js';
 import type { ChangeFeed } from '../backend/state-backend.js';
 import type { ChangeSet } from '../state/types.js';
-import { CostModel, type CostEstimate } from './cost-model.js';
-import type { ItemOutcome, MainToThread, ModuleLoadFailure, ModuleRef, ResultMessage, SequencedItem, ThreadInit, ThreadToMain, WorkItem } from '../protocol/messages.js';
+import { CostModel } from './cost-model.js';
+import type { MainToThread, ModuleLoadFailure, ModuleRef, ResultMessage, ThreadInit, ThreadToMain, WorkItem } from '../protocol/messages.js';
 import { assertNever, isResultMessage } from '../protocol/messages.js';
 import { threadModuleHooks } from './module-hooks.js';
+import { CANCELED, outcomeOf, unsendableOutcome, type Outcome, type StartObserver } from './outcome.js';
+import { PendingItem } from './pending-item.js';
+import { busiestThread, overran, placeQueued, takeBackCount, type PlacementLimits, type ThreadLoad } from './placement.js';
+import { ChannelState, ThreadChannel } from './thread-channel.js';
 import { ThreadBoard } from '../protocol/thread-board.js';
-import { encodeWork, forEachResult } from '../protocol/wire.js';
+import { forEachResult } from '../protocol/wire.js';
 
-export type Outcome =
-  | { readonly status: 'ok'; readonly value: unknown; readonly waitedMs: number }
-  | { readonly status: 'error'; readonly error: TickpoolError; readonly retryable: boolean }
-  | { readonly status: 'canceled' }
-  /** The thread died with the item on it. */
-  | { readonly status: 'lost'; readonly error: TickpoolError };
-
-/** Told when the dispatched item was seen to start on a thread. */
-export interface StartObserver {
-  /**
-   * `at` is the pool's clock. Called once per start of the item: again only when it runs again (its thread died
-   * before the item's result could be sent).
-   */
-  itemStarted(at: number): void;
-}
+// The types of `dispatch()`'s answer, for the modules that dispatch through the pool.
+export type { Outcome, StartObserver };
 
 export interface ResourceLimits {
   readonly maxOldGenerationSizeMb?: number;
@@ -98,7 +83,7 @@ export interface ThreadPoolOptions {
   readonly cancelGraceMs: number;
   /** A thread above `minThreads` idle this long is stopped. */
   readonly idleTimeoutMs: number;
-  /** How long an idle thread polls for more work before it sleeps, µs; main rings the board on every post then. */
+  /** How long an idle thread polls for more work before it sleeps, µs; main bumps its `POSTED` on every post then. */
   readonly idleSpinUs?: number;
   readonly resourceLimits?: ResourceLimits | undefined;
   /**
@@ -127,88 +112,13 @@ export interface ThreadExit {
 /**
  * Predicted work that may wait on a thread behind the item it runs before the next item waits on main instead, ms.
  * It is also how far a running item may overrun its prediction before the items behind it are taken back. A
- * results message and a refill cost the two threads ~20–50 µs: with one item of a millisecond queued behind the
+ * results message and a refill cost the two threads tens of µs: with one item of a millisecond queued behind the
  * one running, a thread never waits for its refill, while a 10 ms item never waits behind another one, and an item
  * behind an outlier waits at most its prediction plus this budget before another thread can take it.
  */
 export const HOLD_BUDGET_MS = 2;
 
-/** One dispatched item on main, from `dispatch()` until it settles. */
-/** The pool's record of one dispatched item (its `seq` is the pool's; the caller's item is never written). */
-class Pending implements SequencedItem {
-  readonly seq: number;
-  readonly item: WorkItem;
-  readonly resolve: (outcome: Outcome) => void;
-  readonly observer: StartObserver | undefined;
-  readonly cost: CostEstimate;
-  /** Prediction counted in the load of the channel it is assigned to (taken when assigned). */
-  predictedMs = 0;
-  /** The channel expected to run it, whose load counts it; undefined while it waits in main's queue. */
-  assigned: Channel | undefined = undefined;
-  /** The channel it was sent to; `moreHolders` the others it was also sent to (after being taken back). */
-  holder: Channel | undefined = undefined;
-  moreHolders: Channel[] | undefined = undefined;
-  /** In main's queue (waiting, or taken back from a busy thread). */
-  queued = false;
-  settled = false;
-  /** `performance.now()` when it was seen to start; NaN until then. */
-  startedPerf = Number.NaN;
-
-  constructor(seq: number, item: WorkItem, resolve: (outcome: Outcome) => void, observer: StartObserver | undefined, cost: CostEstimate) {
-    this.seq = seq;
-    this.item = item;
-    this.resolve = resolve;
-    this.observer = observer;
-    this.cost = cost;
-  }
-
-  holds(channel: Channel): boolean {
-    return this.holder === channel || (this.moreHolders?.includes(channel) ?? false);
-  }
-
-  addHolder(channel: Channel): void {
-    if (this.holder === undefined) this.holder = channel;
-    else if (!this.holds(channel)) (this.moreHolders ??= []).push(channel);
-  }
-
-  removeHolder(channel: Channel): void {
-    if (this.holder === channel) this.holder = this.moreHolders?.shift();
-    else if (this.moreHolders !== undefined) {
-      const at = this.moreHolders.indexOf(channel);
-      if (at >= 0) this.moreHolders.splice(at, 1);
-    }
-  }
-
-  /** Whether the item's slot still waits for a thread to start it. */
-  unstarted(slots: SlotTable): boolean {
-    const { slot, generation } = this.item;
-    return slots.state(slot) === SlotState.CLAIMED && slots.generation(slot) === generation;
-  }
-}
-
-interface Channel {
-  readonly index: number;
-  readonly port: MessagePort;
-  readonly abort: AbortController;
-  /** Every item sent to this thread that it has not reported on, in send order (the order the thread runs them). */
-  readonly held: Map<number, Pending>;
-  /** Items assigned to it (a subset of `held`: not those taken back for another thread) and their predicted ms. */
-  assigned: number;
-  loadMs: number;
-  changes: ChangeSet[];
-  ready: boolean;
-  /** It said ready once. */
-  booted: boolean;
-  dead: boolean;
-  stopping: boolean;
-  idleTimer: TimerHandle | undefined;
-  /** Why main terminated it, when it did. */
-  terminatedFor: TickpoolError | undefined;
-  /** Main ended it on purpose (pool stop): its end is no thread exit to report. */
-  endedByStop: boolean;
-  /** Its log channel: records written on the thread go out through the user's logger. */
-  readonly log: ThreadLog;
-}
+type Channel = ThreadChannel<PendingItem>;
 
 export interface ThreadPoolStats {
   readonly threads: number;
@@ -224,14 +134,14 @@ export interface ThreadPoolStats {
 
 export class ThreadPool {
   readonly #options: ThreadPoolOptions;
-  readonly #budgetMs: number;
+  readonly #limits: PlacementLimits;
   /** Threads poll the board while idle (`idleSpinUs` > 0). */
   readonly #polling: boolean;
   readonly #piscina: Piscina;
   readonly #board: ThreadBoard;
   readonly #costs = new CostModel();
   readonly #channels: (Channel | undefined)[] = [];
-  #queue: Pending[] = [];
+  #queue: PendingItem[] = [];
   #queueHead = 0;
   #seq = 0;
   #flushScheduled = false;
@@ -262,10 +172,19 @@ export class ThreadPool {
   /** Module hooks each thread registers before importing user modules (main's TypeScript loader). */
   readonly #moduleHooks: readonly ModuleRef[] = threadModuleHooks();
   readonly #logs: ThreadLogSink;
+  /** An item's predicted ms for the placement, or undefined when it needs no place (see `#flush`). */
+  readonly #placementCost = (pending: PendingItem): number | undefined =>
+    pending.settled || (pending.holder !== undefined && !pending.unstarted(this.#options.slots)) ? undefined : pending.cost.ms;
+  readonly #failUnsendable = (pending: PendingItem, cloneError: unknown): void => this.#settle(pending, unsendableOutcome(pending.item, cloneError));
+  readonly #onIdle = (channel: Channel): void => {
+    if (!channel.isReady || channel.held.size > 0) return;
+    if (this.#serving() <= this.#options.minThreads) return;
+    channel.stop();
+  };
 
   constructor(options: ThreadPoolOptions) {
     this.#options = options;
-    this.#budgetMs = options.holdBudgetMs ?? HOLD_BUDGET_MS;
+    this.#limits = Object.freeze({ budgetMs: options.holdBudgetMs ?? HOLD_BUDGET_MS, batchSize: options.batchSize });
     this.#polling = (options.idleSpinUs ?? 0) > 0;
     this.#board = ThreadBoard.create(options.maxThreads);
     this.#board.publishCommittedIndex(options.state.index);
@@ -303,7 +222,7 @@ export class ThreadPool {
   }
 
   get threadCount(): number {
-    return this.#channels.filter((c) => c !== undefined && !c.dead).length;
+    return this.#channels.filter((c) => c !== undefined && !c.ended).length;
   }
 
   /**
@@ -313,7 +232,7 @@ export class ThreadPool {
   dispatch(item: WorkItem, observer?: StartObserver): Promise<Outcome> {
     return new Promise<Outcome>((resolve) => {
       const cost = item.kind === 'eval' ? this.#costs.forEvaluation(item.evaluation.type) : this.#costs.forRun(item.handler);
-      const pending = new Pending(++this.#seq, item, resolve, observer, cost);
+      const pending = new PendingItem(++this.#seq, item, resolve, observer, cost);
       this.#dispatched++;
       if (this.#stopping) {
         this.#settle(pending, { status: 'lost', error: new ThreadExitedError('Expected a running pool, but it is stopping') });
@@ -354,10 +273,9 @@ export class ThreadPool {
       const owner = slots.owner(slot);
       if (owner === 0) return; // never started: the thread will skip it
       const channel = this.#channels[owner - 1];
-      if (channel === undefined || channel.dead) return;
+      if (channel === undefined || channel.ended) return;
       this.#options.logger.warn({ thread: channel.index, slot }, 'canceled work ignored cancel past the grace period; terminating its thread');
-      channel.terminatedFor = new ThreadExitedError(`Thread ${channel.index} was terminated: an item ignored cancel for ${cancelGraceMs} ms`);
-      channel.abort.abort();
+      channel.terminateFor(new ThreadExitedError(`Thread ${channel.index} was terminated: an item ignored cancel for ${cancelGraceMs} ms`));
     }, cancelGraceMs, { unref: true });
     return true;
   }
@@ -376,7 +294,7 @@ export class ThreadPool {
 
   stats(): ThreadPoolStats {
     const perThread = this.#channels
-      .filter((c): c is Channel => c !== undefined && !c.dead)
+      .filter((c): c is Channel => c !== undefined && !c.ended)
       .map((c) => ({ index: c.index, inflight: c.held.size, appliedIndex: this.appliedIndex(c.index) }));
     let queued = 0;
     for (let i = this.#queueHead; i < this.#queue.length; i++) if (!this.#queue[i]!.settled) queued++;
@@ -407,12 +325,7 @@ export class ThreadPool {
   }
 
   #terminateAll(): void {
-    for (const channel of this.#channels) {
-      if (channel === undefined || channel.dead) continue;
-      channel.terminatedFor ??= new ThreadExitedError('Expected a running pool, but it was stopped');
-      channel.endedByStop = true;
-      channel.abort.abort();
-    }
+    for (const channel of this.#channels) channel?.terminateByStop(new ThreadExitedError('Expected a running pool, but it was stopped'));
   }
 
   async #stop(force: boolean): Promise<void> {
@@ -432,7 +345,7 @@ export class ThreadPool {
     this.#queue = [];
     this.#queueHead = 0;
     if (force) this.#terminateAll();
-    else for (const channel of this.#channels) if (channel !== undefined && !channel.dead) this.#stopChannel(channel);
+    else for (const channel of this.#channels) channel?.stop();
     await Promise.allSettled([...this.#loops]);
     this.#destroyed = true;
     await this.#piscina.destroy();
@@ -441,23 +354,16 @@ export class ThreadPool {
 
   #spawn(index: number): void {
     const { port1, port2 } = new MessageChannel();
-    const channel: Channel = {
+    const log = this.#logs.open(index);
+    const channel: Channel = new ThreadChannel({
       index,
       port: port1,
-      abort: new AbortController(),
-      held: new Map(),
-      assigned: 0,
-      loadMs: 0,
-      changes: [],
-      ready: false,
-      booted: false,
-      dead: false,
-      stopping: false,
-      idleTimer: undefined,
-      terminatedFor: undefined,
-      endedByStop: false,
-      log: this.#logs.open(index),
-    };
+      log,
+      board: this.#polling ? this.#board : undefined,
+      clock: this.#options.clock,
+      idleTimeoutMs: this.#options.idleTimeoutMs,
+      onIdle: this.#onIdle,
+    });
     this.#channels[index] = channel;
     const init: ThreadInit = {
       threadIndex: index,
@@ -466,7 +372,7 @@ export class ThreadPool {
       schedulers: this.#options.schedulers,
       handlers: this.#options.handlers,
       full: this.#options.state.full(),
-      log: channel.log.init,
+      log: log.init,
       moduleHooks: this.#moduleHooks,
       idleSpinUs: this.#options.idleSpinUs ?? 0,
     };
@@ -489,8 +395,7 @@ export class ThreadPool {
     switch (message.type) {
       case 'ready':
         if (message.loadErrors !== undefined) this.#onLoadErrors(channel, message.loadErrors);
-        channel.ready = true;
-        channel.booted = true;
+        channel.markReady();
         this.#options.respawnBackoff.reset();
         this.#notifyReady();
         this.#flush();
@@ -500,8 +405,8 @@ export class ThreadPool {
         return;
       case 'resync': {
         const full = this.#options.state.full();
-        channel.changes = [];
-        this.#post(channel, { type: 'reset', full } satisfies MainToThread);
+        channel.dropChanges();
+        channel.post({ type: 'reset', full } satisfies MainToThread);
         return;
       }
       default:
@@ -536,14 +441,14 @@ export class ThreadPool {
       if (pending === undefined) return;
       if (status !== 'not-started') {
         pending.cost.observe(ms);
-        this.#settle(pending, toOutcome(status, extra, number));
+        this.#settle(pending, outcomeOf(status, extra, number));
         return;
       }
       channel.held.delete(seq);
       pending.removeHolder(channel);
       if (pending.assigned === channel) this.#unassign(pending);
       // Nobody else has it, so nobody started it: it was canceled before it could start.
-      if (pending.holder === undefined && !pending.queued) this.#settle(pending, { status: 'canceled' });
+      if (pending.holder === undefined && !pending.queued) this.#settle(pending, CANCELED);
     });
     // The thread sent these results before starting what it holds next: that item is starting now.
     const next = this.#firstAssigned(channel);
@@ -560,18 +465,14 @@ export class ThreadPool {
   }
 
   #onLoopEnd(channel: Channel, error: unknown): void {
-    channel.dead = true;
-    channel.ready = false;
-    if (channel.idleTimer !== undefined) this.#options.clock.clearTimer(channel.idleTimer);
-    channel.port.close();
-    channel.log.close();
+    const was = channel.end();
     if (this.#channels[channel.index] === channel) this.#channels[channel.index] = undefined;
     const held = [...channel.held.values()];
     channel.held.clear();
     let heldItems = 0;
     let requeued = 0;
     if (held.length > 0) {
-      const requeue: Pending[] = [];
+      const requeue: PendingItem[] = [];
       const reason = channel.terminatedFor ?? this.#describeExit(channel, error);
       for (const pending of held) {
         pending.removeHolder(channel);
@@ -583,7 +484,7 @@ export class ThreadPool {
           requeued++;
           pending.startedPerf = Number.NaN;
           if (!pending.queued) requeue.push(pending);
-        } else if (fate === 'canceled') this.#settle(pending, { status: 'canceled' });
+        } else if (fate === 'canceled') this.#settle(pending, CANCELED);
         else this.#settle(pending, { status: 'lost', error: reason });
       }
       if (heldItems > 0) this.#options.logger.warn({ thread: channel.index, items: heldItems, err: reason }, 'pool thread ended holding work');
@@ -596,16 +497,19 @@ export class ThreadPool {
     if (error !== undefined || heldItems > 0) {
       this.#threadExits++;
       const reason = channel.terminatedFor ?? this.#describeExit(channel, error);
-      if (!channel.endedByStop) {
+      // Ended by the pool's forced stop: ending it was the stop, no exit to report.
+      if (was !== ChannelState.TERMINATING) {
         this.#options.onThreadExit?.({ threadIndex: channel.index, reason, heldItems, requeuedItems: requeued });
       }
     }
-    if (this.#starting && !channel.booted && error !== undefined) {
+    // It never said ready (a thread asked to stop or terminated before it did only exists while the pool stops).
+    const booted = was !== ChannelState.BOOTING;
+    if (this.#starting && !booted && error !== undefined) {
       this.#bootFailure ??= channel.terminatedFor ?? this.#describeExit(channel, error);
       this.#notifyReady();
       return;
     }
-    if (!this.#stopping && !channel.stopping) this.#respawn(channel);
+    if (!this.#stopping && was !== ChannelState.STOPPING) this.#respawn(channel.index, booted);
     else if (!this.#stopping && this.#queueHead < this.#queue.length) this.#flush();
   }
 
@@ -614,7 +518,7 @@ export class ThreadPool {
    * with no other thread (`unstarted`: dispatch it again), was canceled before any start (`canceled`), or another
    * thread that was sent it too runs it or will (`elsewhere`).
    */
-  #fateOf(pending: Pending, dead: Channel): 'lost' | 'unstarted' | 'canceled' | 'elsewhere' {
+  #fateOf(pending: PendingItem, dead: Channel): 'lost' | 'unstarted' | 'canceled' | 'elsewhere' {
     const { slots } = this.#options;
     const { slot, generation } = pending.item;
     const current = slots.generation(slot) === generation;
@@ -639,9 +543,8 @@ export class ThreadPool {
    * and the delivery limit bounds that); one that died before it was ever ready is replaced after the next
    * respawn backoff delay, which grows while boots keep failing and resets once a thread is ready.
    */
-  #respawn(channel: Channel): void {
-    const index = channel.index;
-    if (channel.booted) {
+  #respawn(index: number, booted: boolean): void {
+    if (booted) {
       this.#spawn(index);
       return;
     }
@@ -671,7 +574,7 @@ export class ThreadPool {
     return new ThreadExitedError(`Thread ${channel.index} exited: ${message}`, { cause: error, details: { wire: toWire(error) } });
   }
 
-  #settle(pending: Pending, outcome: Outcome): void {
+  #settle(pending: PendingItem, outcome: Outcome): void {
     if (pending.settled) return;
     pending.settled = true;
     const seq = pending.seq;
@@ -685,54 +588,38 @@ export class ThreadPool {
   }
 
   /** Counts `pending` in `channel`'s load; true when nothing else was assigned to it (the item starts at once). */
-  #assign(channel: Channel, pending: Pending): boolean {
+  #assign(channel: Channel, pending: PendingItem): boolean {
     pending.queued = false;
     pending.assigned = channel;
     pending.predictedMs = pending.cost.ms;
-    channel.loadMs += pending.predictedMs;
-    return channel.assigned++ === 0;
+    return channel.assign(pending.predictedMs);
   }
 
-  #unassign(pending: Pending): void {
+  #unassign(pending: PendingItem): void {
     const channel = pending.assigned!;
     pending.assigned = undefined;
-    // Reset when empty, so that the float sum cannot drift over millions of items.
-    channel.loadMs = --channel.assigned === 0 ? 0 : channel.loadMs - pending.predictedMs;
+    channel.unassign(pending.predictedMs);
   }
 
-  #markStarted(pending: Pending): void {
+  #markStarted(pending: PendingItem): void {
     if (!Number.isNaN(pending.startedPerf)) return;
     pending.startedPerf = performance.now();
     pending.observer?.itemStarted(this.#options.clock.now());
   }
 
   /** The first item assigned to `channel` in its order: the one it runs now (or starts next). */
-  #firstAssigned(channel: Channel): Pending | undefined {
+  #firstAssigned(channel: Channel): PendingItem | undefined {
     if (channel.assigned === 0) return undefined;
     for (const pending of channel.held.values()) if (pending.assigned === channel) return pending;
     return undefined;
   }
 
   /**
-   * Whether a thread can take an item predicted at `predictedMs` now: it has nothing assigned, or what would wait
-   * behind the item it runs (`runningMs` predicted) stays within the budget.
-   */
-  #hasRoom(channel: Channel, runningMs: number, predictedMs: number, overrun: boolean): boolean {
-    if (channel.assigned === 0) return true;
-    return !overrun && channel.assigned < this.#options.batchSize && channel.loadMs - runningMs + predictedMs <= this.#budgetMs;
-  }
-
-  /** Its running item has overrun its prediction by more than the budget: what waits behind it may wait long. */
-  #overran(channel: Channel, running: Pending | undefined, now: number): boolean {
-    return channel.assigned > 1 && running !== undefined && now - running.startedPerf > running.predictedMs + this.#budgetMs;
-  }
-
-  /**
    * Takes the unstarted items assigned to `from` (all but its first, which it runs) back from it, at most `limit`,
    * oldest first. They stay in its hands too: whichever thread starts one first runs it.
    */
-  #takeBack(from: Channel, limit: number): Pending[] {
-    const taken: Pending[] = [];
+  #takeBack(from: Channel, limit: number): PendingItem[] {
+    const taken: PendingItem[] = [];
     const running = this.#firstAssigned(from);
     for (const pending of from.held.values()) {
       if (taken.length >= limit) break;
@@ -747,7 +634,7 @@ export class ThreadPool {
 
   #idleChannel(): Channel | undefined {
     for (const channel of this.#channels) {
-      if (channel !== undefined && channel.ready && !channel.stopping && channel.assigned === 0) return channel;
+      if (channel !== undefined && channel.isReady && channel.assigned === 0) return channel;
     }
     return undefined;
   }
@@ -762,64 +649,53 @@ export class ThreadPool {
     });
   }
 
+  /**
+   * Hands out what waits in main's queue, ONE message per thread: the placement (placement.ts) decides which
+   * items go where from the threads' predicted loads; here the pool reads what that needs (the clock, which
+   * items are still unstarted) and carries the decision out.
+   */
   #flush(): void {
-    const open = this.#channels.filter((c): c is Channel => c !== undefined && c.ready && !c.stopping);
+    const open = this.#channels.filter(isOpen);
     if (open.length === 0) return;
     const now = performance.now();
     // Only worth knowing where another thread could take the items: a second thread, or one the pool may start.
     const alone = open.length === 1 && this.#options.maxThreads === 1;
-    const running = open.map((c) => this.#firstAssigned(c));
-    const runningMs = running.map((p) => p?.predictedMs ?? 0);
-    const overrun = open.map((c, i) => !alone && this.#overran(c, running[i], now));
+    const loads: ThreadLoad[] = [];
     // Items stuck behind an overrunning item go back to the front of the queue: they are older than what waits there.
-    const stuck: Pending[] = [];
-    for (let i = 0; i < open.length; i++) if (overrun[i]) stuck.push(...this.#takeBack(open[i]!, Number.POSITIVE_INFINITY));
-    if (stuck.length > 0) {
+    let stuck: PendingItem[] | undefined;
+    for (const c of open) {
+      const running = this.#firstAssigned(c);
+      const runningMs = running?.predictedMs ?? 0;
+      const overrun = !alone && running !== undefined && overran(c.assigned, runningMs, now - running.startedPerf, this.#limits.budgetMs);
+      if (overrun) (stuck ??= []).push(...this.#takeBack(c, Number.POSITIVE_INFINITY));
+      loads.push({ assigned: c.assigned, loadMs: c.loadMs, runningMs, overrun });
+    }
+    if (stuck !== undefined && stuck.length > 0) {
       for (const pending of stuck) pending.queued = true;
       this.#queue.splice(this.#queueHead, 0, ...stuck);
     }
-    const give: Pending[][] = open.map(() => []);
+    // Passed over: taken back from a thread that has since started it (or canceled before any start), whose holder
+    // reports it. Placed or passed over, every item up to `next` has left the queue.
+    const { given, next } = placeQueued(this.#queue, this.#queueHead, this.#placementCost, loads, this.#limits);
+    for (let i = this.#queueHead; i < next; i++) this.#queue[i]!.queued = false;
+    this.#queueHead = next;
     /** Items that start as soon as their message arrives (first on a thread with nothing assigned). */
-    const startsNow: Pending[] = [];
-    const { slots } = this.#options;
-    // Each item goes to the thread with the least predicted work that has room for it; then ONE message per thread.
-    while (this.#queueHead < this.#queue.length) {
-      const pending = this.#queue[this.#queueHead]!;
-      // Taken back from a thread that has since started it (or canceled before any start): its holder reports it.
-      if (pending.settled || (pending.holder !== undefined && !pending.unstarted(slots))) {
-        pending.queued = false;
-        this.#queueHead++;
-        continue;
-      }
-      const predicted = pending.cost.ms;
-      let best = -1;
-      for (let i = 0; i < open.length; i++) {
-        const c = open[i]!;
-        if (!this.#hasRoom(c, runningMs[i]!, predicted, overrun[i]!)) continue;
-        if (best < 0 || c.loadMs < open[best]!.loadMs) best = i;
-      }
-      if (best < 0) break;
-      if (this.#assign(open[best]!, pending)) {
-        runningMs[best] = pending.predictedMs;
-        startsNow.push(pending);
-      }
-      give[best]!.push(pending);
-      this.#queueHead++;
-    }
+    const startsNow: PendingItem[] = [];
+    for (let i = 0; i < open.length; i++) for (const pending of given[i]!) if (this.#assign(open[i]!, pending)) startsNow.push(pending);
     // The queue is empty: an idle thread takes unstarted items from a busy one rather than wait beside it.
     if (this.#queueHead === this.#queue.length) {
       for (let i = 0; i < open.length; i++) {
         const idle = open[i]!;
         if (idle.assigned !== 0) continue;
-        const busiest = this.#busiest(open, idle);
-        if (busiest === undefined) break;
-        for (const pending of this.#takeBack(busiest, Math.max(1, Math.floor((busiest.assigned - 1) / 2)))) {
+        const busiest = busiestThread(open, i);
+        if (busiest < 0) break;
+        for (const pending of this.#takeBack(open[busiest]!, takeBackCount(open[busiest]!.assigned))) {
           if (this.#assign(idle, pending)) startsNow.push(pending);
-          give[i]!.push(pending);
+          given[i]!.push(pending);
         }
       }
     }
-    for (let i = 0; i < open.length; i++) if (give[i]!.length > 0) this.#send(open[i]!, give[i]!);
+    for (let i = 0; i < open.length; i++) if (given[i]!.length > 0) this.#send(open[i]!, given[i]!);
     for (const pending of startsNow) if (!pending.settled) this.#markStarted(pending);
     if (this.#queueHead === this.#queue.length) {
       this.#queue = [];
@@ -829,48 +705,22 @@ export class ThreadPool {
       this.#queueHead = 0;
     }
     // Threads that got no items still need the commits, so a later waitForIndex on them does not stall.
-    for (const c of open) if (c.changes.length > 0) this.#send(c, []);
+    for (const c of open) if (c.hasChanges) this.#send(c, []);
     if (this.#queueHead < this.#queue.length) this.#maybeGrow();
   }
 
-  /** The thread (other than `except`) with the most unstarted items assigned behind the one it runs. */
-  #busiest(open: readonly Channel[], except: Channel): Channel | undefined {
-    let busiest: Channel | undefined;
-    for (const c of open) if (c !== except && c.assigned > 1 && (busiest === undefined || c.assigned > busiest.assigned)) busiest = c;
-    return busiest;
-  }
-
-  #send(channel: Channel, batch: readonly Pending[]): void {
-    if (channel.idleTimer !== undefined) {
-      this.#options.clock.clearTimer(channel.idleTimer);
-      channel.idleTimer = undefined;
-    }
+  #send(channel: Channel, batch: readonly PendingItem[]): void {
     for (let i = 0; i < batch.length; i++) {
       const p = batch[i]!;
       channel.held.set(p.seq, p);
       p.addHolder(channel);
     }
-    const changes = channel.changes;
-    channel.changes = [];
-    try {
-      this.#post(channel, encodeWork(changes, batch));
-    } catch {
-      // Something in the batch cannot be cloned; send the commits alone, then each item alone, failing only the
-      // items that cannot cross.
-      if (changes.length > 0) this.#post(channel, encodeWork(changes, []));
-      for (const p of batch) {
-        try {
-          this.#post(channel, encodeWork([], [p]));
-        } catch (cloneError) {
-          this.#settle(p, { status: 'error', error: uncloneableItemError(p.item, cloneError), retryable: false });
-        }
-      }
-      if (channel.held.size === 0) this.#armIdle(channel);
-    }
+    // Only the items that cannot be cloned fail; the others went one by one.
+    if (!channel.sendWork(batch, this.#failUnsendable) && channel.held.size === 0) this.#armIdle(channel);
   }
 
   #maybeGrow(): void {
-    const live = this.#channels.filter((c) => c !== undefined && !c.dead).length;
+    const live = this.#channels.filter((c) => c !== undefined && !c.ended).length;
     if (live >= this.#options.maxThreads) return;
     for (let i = 0; i < this.#options.maxThreads; i++) {
       if (this.#channels[i] === undefined && !this.#respawning.has(i)) {
@@ -880,46 +730,29 @@ export class ThreadPool {
     }
   }
 
-  /** Threads that serve work now or will once ready: neither dead nor asked to stop. */
+  /** Threads that serve work now or will once ready: booting or ready, not asked to stop. */
   #serving(): number {
     let count = 0;
-    for (const c of this.#channels) if (c !== undefined && !c.dead && !c.stopping) count++;
+    for (const c of this.#channels) if (c !== undefined && (c.state === ChannelState.BOOTING || c.isReady)) count++;
     return count;
   }
 
   /**
    * Stops `channel` after `idleTimeoutMs` without work, if the pool is still above `minThreads` then. The count is
-   * taken again when the timer fires: threads that went idle together all armed their timers while the pool was
-   * above the minimum, and each one that fires first brings it closer to it.
+   * taken again when the timer fires (`#onIdle`): threads that went idle together all armed their timers while the
+   * pool was above the minimum, and each one that fires first brings it closer to it.
    */
   #armIdle(channel: Channel): void {
-    if (channel.idleTimer !== undefined || channel.dead || channel.stopping) return;
-    if (this.#serving() <= this.#options.minThreads) return;
-    channel.idleTimer = this.#options.clock.setTimer(() => {
-      channel.idleTimer = undefined;
-      if (channel.dead || channel.stopping || channel.held.size > 0) return;
-      if (this.#serving() <= this.#options.minThreads) return;
-      this.#stopChannel(channel);
-    }, this.#options.idleTimeoutMs, { unref: true });
-  }
-
-  #stopChannel(channel: Channel): void {
-    channel.stopping = true;
-    this.#post(channel, { type: 'stop' } satisfies MainToThread);
-  }
-
-  /** Every message to a thread goes through here: a thread polling for work sees the board move. */
-  #post(channel: Channel, message: MainToThread): void {
-    channel.port.postMessage(message);
-    if (this.#polling) this.#board.ring(channel.index);
+    if (channel.idleArmed || !channel.isReady || this.#serving() <= this.#options.minThreads) return;
+    channel.armIdle();
   }
 
   #onCommit(change: ChangeSet): void {
     this.#board.publishCommittedIndex(change.index);
     let any = false;
     for (const channel of this.#channels) {
-      if (channel === undefined || channel.dead) continue;
-      channel.changes.push(change);
+      if (channel === undefined || channel.ended) continue;
+      channel.addChange(change);
       any = true;
     }
     if (any) this.#scheduleFlush();
@@ -928,7 +761,7 @@ export class ThreadPool {
   #whenReady(count: number): Promise<void> {
     return new Promise<void>((resolve) => {
       const check = (): boolean => {
-        if (this.#channels.filter((c) => c?.ready === true).length >= count || this.#stopping || this.#bootFailure !== undefined) {
+        if (this.#channels.filter(isOpen).length >= count || this.#stopping || this.#bootFailure !== undefined) {
           resolve();
           return true;
         }
@@ -948,31 +781,4 @@ export class ThreadPool {
   }
 }
 
-/**
- * The error of an item that cannot be sent to a thread: what cannot be cloned is the caller's, an evaluation's field
- * or a task's payload (the pool's own fields are numbers and strings), so it is reported as that input being invalid.
- */
-function uncloneableItemError(item: WorkItem, cause: unknown): TickpoolError {
-  const expected = 'a structured-cloneable value (no functions, symbols, or objects holding them), to be sent to a pool thread';
-  const error =
-    item.kind === 'eval'
-      ? new InvalidEvaluationError(`evaluation ${JSON.stringify(item.evaluation.id)}`, expected, item.evaluation)
-      : new InvalidTaskError(`payload of task ${JSON.stringify(item.run.taskId)}`, expected, item.payload);
-  // The argument errors take no options; keep the clone error as `cause` as every other wrapped failure does.
-  Object.defineProperty(error, 'cause', { value: cause, writable: true, configurable: true });
-  return error;
-}
-
-/** The common outcome (a scheduler that returned nothing without waiting), shared instead of allocated per item. */
-const OK_EMPTY: Outcome = Object.freeze({ status: 'ok', value: undefined, waitedMs: 0 });
-
-function toOutcome(status: Exclude<ItemOutcome['status'], 'not-started'>, extra: unknown, number: number): Outcome {
-  switch (status) {
-    case 'ok':
-      return extra === undefined && number === 0 ? OK_EMPTY : { status: 'ok', value: extra, waitedMs: number };
-    case 'canceled':
-      return { status: 'canceled' };
-    case 'error':
-      return { status: 'error', error: fromWire(extra as WireError), retryable: number === 1 };
-  }
-}
+const isOpen = (c: Channel | undefined): c is Channel => c !== undefined && c.isReady;

@@ -32,6 +32,7 @@ import {
   DeliveryLimitError,
   EvalNotOutstandingError,
   InvalidArgumentError,
+  InvalidEvaluationError,
   InvalidStateError,
   NackTimeoutReachedError,
   SupersededError,
@@ -81,6 +82,8 @@ interface Waiter {
 
 interface PendingEnqueue {
   readonly evaluation: Evaluation;
+  /** Its structured-clone serialization, made at enqueue (where a value that cannot be stored is refused). */
+  readonly body: Buffer;
   readonly handle: PgHandle;
   readonly failure: UnknownSchedulerError | undefined;
 }
@@ -262,10 +265,17 @@ export class PgBroker implements BrokerBackend {
     assertEvaluation(evaluation, this.#validatePayload);
     const known = this.#outcomes.get(evaluation.id);
     if (known !== undefined && !known.settled) return known;
+    let body: Buffer;
+    try {
+      body = encodeValue(evaluation);
+    } catch {
+      // Shared memory cannot leave the process: a SharedArrayBuffer is refused by the serializer.
+      throw new InvalidEvaluationError('evaluation.payload', 'a value that can be stored in the database (structured-cloneable, no shared memory)', evaluation.payload);
+    }
     const handle = new PgHandle(evaluation, (h) => this.#outcomes.watch(h));
     this.#outcomes.track(handle);
     const failure = this.#knownTypes.has(evaluation.type) ? undefined : new UnknownSchedulerError(evaluation.type, [...this.#knownTypes]);
-    this.#enqueueBatch.push({ evaluation, handle, failure });
+    this.#enqueueBatch.push({ evaluation, body, handle, failure });
     this.#flushEnqueuesSoon();
     return handle;
   }
@@ -307,7 +317,7 @@ export class PgBroker implements BrokerBackend {
           e.map((x) => x.createIndex ?? 0),
           e.map((x) => x.wait ?? null),
           e.map((x) => x.waitUntil ?? null),
-          e.map((x) => encodeValue(x)),
+          batch.map((p) => p.body),
           batch.map((p) => (p.failure === undefined ? null : JSON.stringify(encodeError(p.failure)))),
           this.#nodeId,
         ],

@@ -13,7 +13,7 @@
  *
  * A doorbell that parks idle threads in `Atomics.wait` (Piscina's sync mode) is not used: `Atomics.notify` blocks
  * main while the thread wakes, and parking holds back the promise jobs a thread's last items left behind
- * (measured in the README's Performance section). Polling for a bounded time, then going back to the event loop, has
+ * (docs/performance.md, "Tried and dropped"). Polling for a bounded time, then going back to the event loop, has
  * neither cost.
  */
 const ROW_BYTES = 16;

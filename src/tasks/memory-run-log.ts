@@ -33,8 +33,8 @@ const ROW_HEAD = 2;
  * of runs per second every retained byte per run lengthens the scavenges that delay due runs. So a run's numbers
  * (its two times, then three numbers per state change) share one array of doubles: no boxed double per time field,
  * no object per change. The array is made with room for the usual three changes (scheduled, started, an end) and
- * grows to exactly what it holds beyond that, never by `push`'s spare capacity (`tasks.run-log-memory` in the
- * tasks bench: 376 → 266 bytes per retained run).
+ * grows to exactly what it holds beyond that, never by `push`'s spare capacity, which costs about 40% more bytes per
+ * retained run (`tasks.run-log-memory` in the tasks bench).
  */
 class MutableRun {
   readonly taskId: string;

@@ -233,7 +233,8 @@ export class RunLifecycle {
 
   /**
    * The final status is decided: `finishRun`, log it (once), then free the slot when the execution has stopped.
-   * A `finishRun` failure turns a success into `failed` (as the seed does: the run could not be recorded).
+   * A `finishRun` failure turns a success into `failed`, as InfluxDB `scheduler.go` `executeAndWait` does: the run
+   * could not be recorded.
    */
   end(run: ActiveRun, status: FinalRunStatus, error: Error | undefined, stopped: PromiseLike<void> | undefined, value: unknown): void {
     if (run.phase === RunPhase.ENDING) return;

@@ -2,7 +2,7 @@
 
 /** The scheduler's lifecycle; `setState` is the only writer. */
 export const SchedulerState = Object.freeze({
-  /** Constructed: `tick(now)` drives it by hand (the seed's model). */
+  /** Constructed: `tick(now)` drives it by hand (the model of `scheduler.go` `Tick`). */
   IDLE: 'idle',
   /** `start()`ed: the ticker wakes at due times on the clock. */
   RUNNING: 'running',

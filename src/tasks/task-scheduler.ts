@@ -36,11 +36,11 @@ import {
 import { SchedulerState, type SchedulerStateValue, type TaskSchedulerStats, type TaskStats } from './scheduler-state.js';
 
 /**
- * InfluxDB's task scheduler (`task/backend/scheduler.go`), with the seed's TODOs done and its later faults fixed:
+ * InfluxDB's task scheduler (`task/backend/scheduler.go`), completed where that file leaves TODOs and gaps:
  * `maxConcurrency` is enforced by CAS-claimed runner slots in the shared slot table, retryable results are retried
  * with backoff, released tasks have their runs canceled, and the ticker sleeps until the earliest due time.
  *
- * Shape (the seed's names): `tick(now)` takes the due tasks from the due calendar and `#work`s each, which starts
+ * Shape (`scheduler.go`'s names): `tick(now)` takes the due tasks from the due calendar and `#work`s each, which starts
  * runners while slots are free and runs are due; a runner (`#startFromWorking`) asks the desired state for the
  * next run and executes it; a runner whose run ends tries the next due run with the scheduler's latest `now`.
  *
@@ -62,7 +62,7 @@ export class TaskScheduler {
   /** The outcomes of manual runs not yet ended. */
   readonly #forcedRuns = new RunWaiters();
   #state: SchedulerStateValue = SchedulerState.IDLE;
-  /** The time of the latest tick (the seed's `now`). */
+  /** The time of the latest tick (`outerScheduler.now` in `scheduler.go`). */
   #now: number;
   /** True once `start()` ran: "now" comes from the clock instead of the last tick. */
   #clockDriven = false;
@@ -142,7 +142,7 @@ export class TaskScheduler {
   }
 
   /**
-   * Updates the scheduler's time and starts every due run that has a free slot (the seed's `Tick`). Cost:
+   * Updates the scheduler's time and starts every due run that has a free slot (`scheduler.go` `Tick`). Cost:
    * O(due tasks), plus O(log distinct due times) per instant reached; tasks not due are not touched.
    */
   tick(now: number): void {
@@ -160,7 +160,7 @@ export class TaskScheduler {
   }
 
   /**
-   * Takes control of a task's execution (the seed's `ClaimTask`). Validates synchronously (`InvalidTaskError`);
+   * Takes control of a task's execution (`scheduler.go` `ClaimTask`). Validates synchronously (`InvalidTaskError`);
    * a second claim of the same id throws `TaskAlreadyClaimedError`. Runs are due for scheduled times after
    * `meta.latestCompleted` (default: now); if one is due already it starts before this returns.
    */
@@ -233,7 +233,7 @@ export class TaskScheduler {
   }
 
   /**
-   * Gives up a task (the seed's `ReleaseTask`): it leaves the calendar at once, and every run in flight is
+   * Gives up a task (`scheduler.go` `ReleaseTask`): it leaves the calendar at once, and every run in flight is
    * canceled. Throws `TaskNotClaimedError` when not claimed. The promise resolves once those runs have ended
    * (each logged `canceled` and finished) and physically stopped, with their slots free.
    *
@@ -406,7 +406,7 @@ export class TaskScheduler {
     return { state, nextDue: this.#claims.nextDue(index), runs: activity?.runs.length ?? 0, slotsBusy };
   }
 
-  // ── Work: the seed's taskScheduler.Work / runner.Start / startFromWorking ──────────────────────────────────
+  // ── Work: scheduler.go's taskScheduler.Work / runner.Start / startFromWorking ──────────────────────────────
 
   /** Starts runners of a task while runs are due and slots are free, then files the task by its next due time. */
   #work(index: number, now: number): void {
@@ -568,7 +568,7 @@ export class TaskScheduler {
     this.#checkStopped();
   }
 
-  /** Works a task with the scheduler's latest now (the seed's `startFromWorking(now)` used a stale one). */
+  /** Works a task with the scheduler's latest now (`scheduler.go` hands `startFromWorking` the run's stale one). */
   #continue(index: number): void {
     if (this.#workDepth > 0) {
       this.#deferred.add(index); // the work cycle on the stack takes it when it unwinds

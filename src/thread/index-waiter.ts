@@ -1,6 +1,6 @@
 /**
  * `waitForIndex` on a pool thread: resolves once the replica has applied `index`, or fails with `SyncLimitError`
- * after the limit (the seed's `raftSyncLimit`). Waiters are woken by `applied()`, which the thread calls after
+ * after the limit (Nomad `worker.go` `raftSyncLimit`). Waiters are woken by `applied()`, which the thread calls after
  * each change set; they need the thread's event loop, which the long-lived thread loop keeps running (an idle
  * Piscina thread in `atomics: 'sync'` mode would not run one).
  *

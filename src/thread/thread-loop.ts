@@ -38,19 +38,25 @@ import { createThreadLogger } from './log-forwarder.js';
 import { ModuleTable, registerModuleHooks, type UserFunction } from './modules.js';
 
 /** Longest a finished result waits in the outbox while tiny items run after it. */
-const FLUSH_AFTER_MS = 1;
+export const FLUSH_AFTER_MS = 1;
 /**
  * Items whose typical duration is below this are "tiny": their results are coalesced. 50 µs is ~10× what sending a
  * message costs the two threads, so above it a message per result costs under a tenth of the work; below it the
  * messages would dominate (the no-op throughput benchmark runs items of a few µs).
  */
-const TINY_ITEM_MS = 0.05;
+export const TINY_ITEM_MS = 0.05;
 /** How fast `#typicalMs` comes down after a long item: by this share of the gap per item. */
-const TYPICAL_DECAY = 0.25;
+export const TYPICAL_DECAY = 0.25;
+
+/** Where the loop reads time (ms, any origin): `performance`, or a test's clock. */
+export interface LoopClock {
+  now(): number;
+}
 
 export class ThreadLoop {
   readonly #port: MessagePort;
   readonly #init: ThreadInit;
+  readonly #clock: LoopClock;
   readonly #slots: SlotTable;
   readonly #board: ThreadBoard;
   readonly #replica = new Replica();
@@ -87,9 +93,10 @@ export class ThreadLoop {
   readonly #services: ThreadServices;
   readonly #applyChangeFn = (change: ChangeSet): void => this.#applyChange(change);
 
-  constructor(port: MessagePort, init: ThreadInit) {
+  constructor(port: MessagePort, init: ThreadInit, clock: LoopClock = performance) {
     this.#port = port;
     this.#init = init;
+    this.#clock = clock;
     this.#slots = SlotTable.attach(init.slotBuffer);
     this.#board = ThreadBoard.attach(init.boardBuffer);
     this.#waiter = new IndexWaiter(() => this.#replica.appliedIndex);
@@ -195,7 +202,7 @@ export class ThreadLoop {
    */
   #pollForWork(): void {
     const index = this.#init.threadIndex;
-    const until = performance.now() + this.#pollMs;
+    const until = this.#clock.now() + this.#pollMs;
     for (let turn = 1; !this.#draining && !this.#stopRequested; turn++) {
       const posted = this.#board.posted(index);
       if (posted !== this.#seenPosted) {
@@ -204,7 +211,7 @@ export class ThreadLoop {
         continue;
       }
       // The clock costs more than the shared read: look at it every few dozen turns.
-      if (turn % 32 === 0 && performance.now() >= until) return;
+      if (turn % 32 === 0 && this.#clock.now() >= until) return;
     }
   }
 
@@ -228,7 +235,7 @@ export class ThreadLoop {
     // Commits made while this batch ran (plans of the items before this one) are waiting on the port: apply them,
     // so this item plans against them instead of conflicting with them.
     if (item.kind === 'eval' && this.#board.committedIndex() > this.#replica.appliedIndex) this.#pullPending();
-    const started = performance.now();
+    const started = this.#clock.now();
     const ctx = new ThreadWorkContext(this.#services, item);
     let value: unknown;
     let waitedMs = 0;
@@ -239,10 +246,10 @@ export class ThreadLoop {
       if (item.kind === 'eval') {
         if (this.#replica.appliedIndex < item.minIndex) {
           this.#slots.setPhase(slot, generation, ThreadPhase.WAITING_FOR_INDEX);
-          const waitStart = performance.now();
+          const waitStart = this.#clock.now();
           // Through the context, so that a cancel ends the wait (it reads the slot word while waiting).
           await ctx.waitForIndex(item.minIndex, item.syncLimitMs);
-          waitedMs = performance.now() - waitStart;
+          waitedMs = this.#clock.now() - waitStart;
         }
         this.#slots.setPhase(slot, generation, ThreadPhase.SCHEDULING);
         fn = this.#schedulers.loaded(item.evaluation.type) ?? (await this.#schedulers.load(item.evaluation.type));
@@ -260,7 +267,7 @@ export class ThreadLoop {
     this.#slots.setPhase(slot, generation, ThreadPhase.FINISHED);
     ctx.close();
     // One clock read serves the outcome, busy time and the flush decision.
-    const end = performance.now();
+    const end = this.#clock.now();
     const ms = end - started;
     this.#lastItemEnd = end;
     this.#typicalMs = ms >= this.#typicalMs ? ms : this.#typicalMs + (ms - this.#typicalMs) * TYPICAL_DECAY;

@@ -1,5 +1,5 @@
 /**
- * A scheduling worker: Nomad's `worker.go` `run` loop on the main thread. Dequeue (backoff on errors, reset on
+ * A scheduling worker: Nomad `worker.go` `Worker.run` on the main thread. Dequeue (backoff on errors, reset on
  * success) → on shutdown nack and exit → dispatch to the pool, where the thread waits for its replica to reach
  * the evaluation's index and runs the scheduler → submit the plan (`SubmitPlan`), fenced by the delivery; re-run
  * against the refreshed state while the plan is partly rejected → ack on success, nack on error. A worker holds one
@@ -280,7 +280,7 @@ export class SchedulingWorker implements StartObserver {
       if (processing !== undefined) {
         await processing;
       } else if (delivery !== undefined) {
-        // A worker that finds shutdown after a dequeue gives the evaluation back.
+        // As in Nomad `Worker.run`: a worker that finds shutdown after a dequeue gives the evaluation back.
         const giving = this.#nack(delivery.evaluation, delivery.token, new CanceledError('Engine is stopping'));
         if (giving !== undefined) await giving;
         break;

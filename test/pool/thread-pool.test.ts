@@ -178,6 +178,28 @@ test('idle threads shrink the pool down to minThreads, never below', async (t) =
   assert.equal(pool.threadCount, 1);
 });
 
+test('an idle thread that is sent only commits stays idle: the commits do not keep it alive', async (t) => {
+  const h = poolHarness({ minThreads: 1, maxThreads: 2, batchSize: 1 });
+  const { pool, clock, state } = h;
+  await pool.start();
+  t.after(() => pool.stop({ force: true }));
+  const gates = [newGate(), newGate()];
+  t.after(() => gates.forEach((g) => set(g, Gate.RELEASE, 1)));
+  const items = gates.map((gate) => h.evaluate('gated', { gate }).outcome);
+  for (const gate of gates) await waitFor(gate, Gate.STARTED, 1);
+  assert.equal(pool.threadCount, 2);
+  for (const gate of gates) set(gate, Gate.RELEASE, 1);
+  for (const item of items) assert.equal((await item).status, 'ok');
+  // Both idle, their timers armed. A commit goes to both threads, with no item.
+  state.write((txn) => txn.put('t', 'k', 1));
+  await until(() => pool.appliedIndex(0) === 1 && pool.appliedIndex(1) === 1, 'both threads to apply the commit');
+  const stops = countStops();
+  t.after(() => stops.restore());
+  clock.advance(POOL_DEFAULTS.idleTimeoutMs);
+  assert.equal(stops.count, 1, 'the thread above minThreads is asked to stop');
+  await until(() => pool.threadCount === 1, 'the pool to shrink to minThreads');
+});
+
 test('threads that grew the pool but found no work go idle too', async (t) => {
   const h = poolHarness({ minThreads: 1, maxThreads: 3, batchSize: 1 });
   const { pool, clock } = h;

@@ -2,11 +2,16 @@
  * Three engine processes on one database, nothing lost on kill -9: real child processes, a real PostgreSQL.
  */
 import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { DeliveryLimitError } from '../../src/errors.js';
 import type { PostgresBackend } from '../../src/postgres/backend.js';
 import { openBackend } from './backend-harness.js';
 import { adminPool, databaseUrl, dropSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
 import { EngineProcess, until } from './processes.js';
+import { Partition } from './proxy.js';
 
 requireDatabaseInCI();
 
@@ -83,5 +88,102 @@ describe('three engine processes, one killed with SIGKILL a third of the way', {
     // The outcomes reached the enqueuing process, which ran none of them.
     const outcomes = await Promise.all(handles.slice(0, 200).map((h) => h.done));
     assert.ok(outcomes.every((o, i) => o.status === 'acked' && o.value === `r${i}` && o.index > 0));
+  });
+});
+
+describe('a poison evaluation that takes its process down on every delivery', { skip: skipWithoutDatabase, timeout: 300_000 }, () => {
+  test('ends in _failed with ERR_DELIVERY_LIMIT after deliveryLimit deliveries, each one a dead process', async () => {
+    const schema = schemaName('poison');
+    const admin = adminPool();
+    const limit = 3;
+    const poisonBroker = { nackTimeoutMs: 1_500, initialNackDelayMs: 0, subsequentNackDelayMs: 0, deliveryLimit: limit };
+    const client = await openBackend({ schema, tables: ['records'], broker: { ...poisonBroker, knownTypes: ['poison'] } });
+    const live = new Set<EngineProcess>();
+    let deaths = 0;
+    let spawned = 0;
+    let stopping = false;
+    // Two engines at all times: each one that dies is replaced, as an orchestrator would.
+    const spawn = async (): Promise<void> => {
+      const child = await EngineProcess.start({ name: `p${++spawned}`, url: databaseUrl!, schema, broker: poisonBroker });
+      live.add(child);
+      void child.exited.then(({ signal }) => {
+        live.delete(child);
+        if (signal === 'SIGKILL') deaths++;
+        if (!stopping && spawned < 10) void spawn();
+      });
+    };
+    try {
+      await spawn();
+      await spawn();
+      const handle = client.broker.enqueue({ id: 'poison', type: 'poison' });
+      await handle.accepted;
+      const failure = await handle.done.then(
+        () => assert.fail('the poison evaluation was acked'),
+        (error: unknown) => error,
+      );
+      assert.ok(failure instanceof DeliveryLimitError, String(failure));
+      assert.equal(failure.code, 'ERR_DELIVERY_LIMIT');
+      const { rows } = await admin.query(`SELECT state, queue, deliveries FROM "${schema}".evals WHERE id = 'poison'`);
+      assert.deepEqual(rows, [{ state: 'ready', queue: '_failed', deliveries: limit }]);
+      assert.equal(deaths, limit, 'one dead process per delivery');
+    } finally {
+      stopping = true;
+      await Promise.allSettled([...live].map((c) => c.stop()));
+      await client.close();
+      await dropSchema(admin, schema);
+      await admin.end();
+    }
+  });
+});
+
+describe('a process cut off from the database past its lease', { skip: skipWithoutDatabase, timeout: 300_000 }, () => {
+  test('commits nothing afterwards: its plan meets the fence in the commit, after another process redelivered and committed', async () => {
+    const schema = schemaName('cut');
+    const admin = adminPool();
+    const cutBroker = { nackTimeoutMs: 1_500, initialNackDelayMs: 0, subsequentNackDelayMs: 0, deliveryLimit: 5 };
+    const client = await openBackend({ schema, tables: ['records'], broker: { ...cutBroker, knownTypes: ['held'] } });
+    const target = new URL(databaseUrl!);
+    const partition = new Partition(Number(target.port));
+    const proxied = new URL(databaseUrl!);
+    proxied.port = String(await partition.port);
+    const gate = join(mkdtempSync(join(tmpdir(), 'tickpool-gate-')), 'open');
+    const children: EngineProcess[] = [];
+    const S = `"${schema}"`;
+    try {
+      const cut = await EngineProcess.start({ name: 'cut', url: proxied.href, schema, broker: cutBroker, gate });
+      children.push(cut);
+      await client.broker.enqueue({ id: 'h1', type: 'held', payload: { key: 'k' } }).accepted;
+      await until('the cut-off process to hold the evaluation', 30_000, async () => {
+        const { rows } = await admin.query(`SELECT holder FROM ${S}.evals WHERE id = 'h1' AND state = 'unacked'`);
+        return rows[0]?.holder === cut.nodeId ? true : undefined;
+      });
+      partition.hold();
+      // Another process takes over once the lease has ended (nothing of the cut process reaches the database).
+      children.push(await EngineProcess.start({ name: 'other', url: databaseUrl!, schema, broker: cutBroker }));
+      await until('the other process to commit the record', 30_000, async () => {
+        const { rows } = await admin.query(`SELECT r.key FROM ${S}.state_records r JOIN ${S}.evals e ON e.id = 'h1' AND e.state = 'acked' WHERE r.key = 'k'`);
+        return rows.length === 1 ? true : undefined;
+      });
+      // The cut process's scheduler now returns its plan, which waits in the partition on its way to the database.
+      writeFileSync(gate, '');
+      await cut.activity('submitting');
+      partition.release();
+      const report = await cut.idle();
+      const refused = Object.entries(report.refusals).filter(([key]) => key.startsWith('submit:') || key.startsWith('ack:'));
+      assert.ok(refused.length > 0, `the cut process's plan was refused: ${JSON.stringify(report.refusals)}`);
+      const log = (await admin.query(`SELECT count(*)::int AS n FROM ${S}.state_log`)).rows[0].n;
+      assert.equal(log, 1, 'one commit: the other process’s');
+      const records = (await admin.query(`SELECT key, value FROM ${S}.state_records ORDER BY key`)).rows;
+      assert.deepEqual(records.map((r: { key: string }) => r.key), ['k'], 'nothing of the cut process’s plan');
+      const e = (await admin.query(`SELECT state, deliveries FROM ${S}.evals WHERE id = 'h1'`)).rows[0];
+      assert.deepEqual(e, { state: 'acked', deliveries: 2 });
+    } finally {
+      partition.release();
+      await Promise.allSettled(children.map((c) => c.stop()));
+      await partition.close();
+      await client.close();
+      await dropSchema(admin, schema);
+      await admin.end();
+    }
   });
 });

@@ -71,6 +71,19 @@ export class EngineProcess {
     await this.exited;
   }
 
+  /** Resolves once one of its workers is doing `activity` (`submitting`, …). */
+  activity(activity: string): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const onMessage = (message: { type: string }): void => {
+        if (message.type !== 'activity') return;
+        this.#child.off('message', onMessage);
+        resolve();
+      };
+      this.#child.on('message', onMessage);
+      this.#child.send({ type: 'activity', activity });
+    });
+  }
+
   /** Resolves once no evaluation is in hand in that process, with its refusal counts. */
   idle(): Promise<IdleReport> {
     return new Promise<IdleReport>((resolve) => {

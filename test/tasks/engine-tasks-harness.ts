@@ -30,14 +30,14 @@ export interface EngineTasksHarness {
   readonly tasks: EngineTasks;
 }
 
-export function engineTasks(options: { maxSlots?: number; registry?: Registry; start?: number } = {}): EngineTasksHarness {
+export function engineTasks(options: { maxSlots?: number; registry?: Registry; start?: number; store?: (clock: ManualClock) => MemoryTaskStore } = {}): EngineTasksHarness {
   const clock = new ManualClock(options.start ?? 0);
   const pool = new StandInPool();
   const maxSlots = options.maxSlots ?? 64;
   const slots = SlotTable.create({ initialSlots: Math.min(64, maxSlots), maxSlots });
   const registry = options.registry ?? new Registry();
   const tasks = new EngineTasks({
-    store: new MemoryTaskStore({ clock }),
+    store: options.store?.(clock) ?? new MemoryTaskStore({ clock }),
     pool: pool as unknown as ThreadPool,
     slots,
     handlers: ['h'],

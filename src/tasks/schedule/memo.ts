@@ -1,7 +1,8 @@
 /**
  * Memo of a schedule's answers as one stretch of *consecutive* scheduled instants:
  * `points[0] < points[1] < …` with no scheduled instant between neighbours, and none in `(lo, points[0])`.
- * Any `after` in `[lo, last point)` then answers by binary search, without the ~20 µs cron evaluation.
+ * Any `after` in `[lo, last point)` then answers by binary search, without a cron evaluation (orders of magnitude
+ * dearer).
  *
  * One stretch fits how a shared schedule is asked: many tasks ask about the same `after` (the same tick or the
  * same just-finished `scheduledFor`), and time only moves forward, so each new answer extends the stretch at its

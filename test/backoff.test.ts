@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { Backoff } from '../../src/backoff.js';
-import { ManualClock } from '../../src/clock.js';
-import { TickpoolError } from '../../src/errors.js';
+import { Backoff } from '../src/backoff.js';
+import { ManualClock } from '../src/clock.js';
+import { TickpoolError } from '../src/errors.js';
 
 test('delays follow the seed: 20, 80, 320, 1280, then the 5000 limit', () => {
   const backoff = new Backoff();

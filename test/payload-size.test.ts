@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { payloadBytes, payloadFits } from '../../src/payload-size.js';
+import { payloadBytes, payloadFits } from '../src/payload-size.js';
 
 const shared = new Float64Array(new SharedArrayBuffer(64));
 

@@ -5,8 +5,8 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import * as errors from '../../src/errors.js';
-import { errorCodes, fromWire, SupersededError, TickpoolError, toWire, type ErrorCode } from '../../src/errors.js';
+import * as errors from '../src/errors.js';
+import { errorCodes, fromWire, SupersededError, TickpoolError, toWire, type ErrorCode } from '../src/errors.js';
 
 // Compile-time half: these lines do not build unless `code` is the literal union.
 const known: ErrorCode = new SupersededError('a', 'b').code;
@@ -27,7 +27,7 @@ test('SupersededError names the evaluation and the one that superseded it', () =
 
 test('errorCodes lists exactly the codes of the error classes, each once', () => {
   const classes = Object.values(errors as Record<string, unknown>).filter((v) => typeof v === 'function' && (v as { prototype?: unknown }).prototype instanceof Error);
-  const source = readFileSync(new URL('../../../src/errors.ts', import.meta.url), 'utf8');
+  const source = readFileSync(new URL('../../src/errors.ts', import.meta.url), 'utf8');
   const declared = [...source.matchAll(/readonly code: ErrorCode = '(ERR_[A-Z_]+)'/g)].map((m) => m[1]!);
   assert.ok(classes.length >= 30, `found ${classes.length} error classes`);
   assert.equal(new Set(errorCodes).size, errorCodes.length, 'no code twice');

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ManualClock, sleep } from '../../src/clock.js';
+import { ManualClock, sleep } from '../src/clock.js';
 
 test('ManualClock fires timers in due order, with now() at each due time', () => {
   const clock = new ManualClock(1000);

@@ -1,0 +1,66 @@
+/**
+ * The engine's own parts beside its backend: the thread pool and the scheduling workers, each built from the
+ * resolved options and the backend's seams (the pool reads the state's change feed; a worker talks to the broker,
+ * the plan committer and the state through their interfaces only).
+ */
+import type { Backend } from './backend/backend.js';
+import { Backoff } from './backoff.js';
+import type { EngineEvents } from './engine-types.js';
+import type { TypedEmitter } from './events.js';
+import type { ResolvedEngineOptions } from './options.js';
+import { ThreadPool } from './pool/thread-pool.js';
+import type { SlotTable } from './slots/slot-table.js';
+import { SchedulingWorker, type DeliveryIndex } from './workers/scheduling-worker.js';
+import { WorkerMetrics } from './workers/worker-metrics.js';
+
+/** The pool on `slots`, fed by `backend.state`; thread exits and late module errors become engine events. */
+export function createPool(o: ResolvedEngineOptions, slots: SlotTable, backend: Backend, events: TypedEmitter<EngineEvents>): ThreadPool {
+  return new ThreadPool({
+    minThreads: o.threads.min,
+    maxThreads: o.threads.max,
+    slots,
+    state: backend.state,
+    schedulers: o.schedulers,
+    handlers: o.handlers,
+    clock: o.clock,
+    logger: o.logger,
+    batchSize: o.batchSize,
+    cancelGraceMs: o.cancelGraceMs,
+    idleTimeoutMs: o.idleTimeoutMs,
+    idleSpinUs: o.idleSpinUs,
+    resourceLimits: o.resourceLimits,
+    respawnBackoff: new Backoff(o.backoff, { clock: o.clock }),
+    onThreadExit: (exit) => events.emit('engine:thread-exit', exit),
+    onModuleError: (threadIndex, error) => events.emit('engine:module-error', { threadIndex, error }),
+  });
+}
+
+/** What makes each scheduling worker (for `WorkerSet.serve`); `abortLost` reaches an abort its worker could not. */
+export function workerFactory(
+  o: ResolvedEngineOptions,
+  parts: { readonly backend: Backend; readonly pool: ThreadPool; readonly slots: SlotTable },
+  abortLost: (evaluationId: string, cause: unknown) => void,
+): (id: number, deliveries: DeliveryIndex) => SchedulingWorker {
+  const metrics = new WorkerMetrics(o.registry);
+  const types = Object.keys(o.schedulers);
+  const { backend, pool, slots } = parts;
+  return (id, deliveries) =>
+    new SchedulingWorker({
+      id,
+      deliveries,
+      broker: backend.broker,
+      pool,
+      applier: backend.plans,
+      state: backend.state,
+      slots,
+      clock: o.clock,
+      logger: o.logger,
+      metrics,
+      backoff: new Backoff(o.backoff, { clock: o.clock }),
+      types,
+      dequeueTimeoutMs: o.dequeueTimeoutMs,
+      syncLimitMs: o.syncLimitMs,
+      maxPlanAttempts: o.maxPlanAttempts,
+      abortLost,
+    });
+}
