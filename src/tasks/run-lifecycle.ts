@@ -81,6 +81,38 @@ export class RunLifecycle {
       this.end(run, RunStatus.CANCELED, this.#host.canceledError(run), undefined, undefined);
       return;
     }
+    const desiredState = this.#host.options.desiredState;
+    if (desiredState.startRun === undefined) {
+      this.#handOver(run);
+      return;
+    }
+    // A shared store records the start (fenced by the claim) before the attempt may begin: a start it refuses never
+    // runs, and one it recorded is known to whoever settles the run after this process is lost.
+    let gate: MaybePromise<void>;
+    try {
+      gate = desiredState.startRun(queued.taskId, queued.runId, run.attempt, now);
+    } catch (error) {
+      this.#executeFailed(run, error);
+      return;
+    }
+    const attempt = run.attempt;
+    settle(
+      gate,
+      () => {
+        if (run.phase !== RunPhase.EXECUTING || run.attempt !== attempt) return;
+        if (run.canceled) this.end(run, RunStatus.CANCELED, this.#host.canceledError(run), undefined, undefined);
+        else this.#handOver(run);
+      },
+      (error) => {
+        if (run.phase === RunPhase.EXECUTING && run.attempt === attempt) this.#executeFailed(run, error);
+      },
+      this.#host.internalHandler,
+    );
+  }
+
+  /** The attempt goes to the executor. */
+  #handOver(run: ActiveRun): void {
+    const queued = run.run!;
     let answer: RunPromise | PromiseLike<RunPromise>;
     try {
       answer = this.#host.options.executor.execute(queued, {

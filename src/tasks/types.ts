@@ -59,6 +59,12 @@ export interface DesiredState {
    */
   finishRun(taskId: string, runId: string, ending?: RunEnding): MaybePromise<void>;
   /**
+   * Optional: records that attempt `attempt` of a run begins, before it is handed to the executor, which waits for
+   * the answer (a shared store fences it by its claim: a start it refuses never runs). A rejection is a failed
+   * attempt, retried like one while the task is still claimed. Absent: attempts begin at once.
+   */
+  startRun?(taskId: string, runId: string, attempt: number, now: number): MaybePromise<void>;
+  /**
    * Optional: queues a manual run for `scheduledFor`, ahead of scheduled runs (`TaskScheduler.forceRun`). Throws
    * `DuplicateRunError` when a run for that time is queued or in flight.
    */

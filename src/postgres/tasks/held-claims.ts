@@ -72,6 +72,8 @@ export class RunFence {
   readonly attemptsBefore: number;
   /** The finish recorded the final status with it: the final log write that follows has nothing to add. */
   finalized = false;
+  /** The latest attempt whose start the database recorded (`startRun`). */
+  startedAttempt = 0;
   #chain: Promise<void> = Promise.resolve();
 
   constructor(claim: HeldClaim, runId: string, attemptsBefore: number) {

@@ -110,6 +110,29 @@ export class PgDesiredState implements DesiredState {
   }
 
   /**
+   * Records that an attempt begins on this process (the run row `started`, the attempt and its process in the log),
+   * before the scheduler hands it to the executor: an attempt the database refuses (a stale claim) never runs, and
+   * one it recorded counts when a lost process's runs are settled.
+   */
+  async startRun(taskId: string, runId: string, attempt: number, now: number): Promise<void> {
+    const fence = this.#c.claims.run(runId);
+    if (fence === undefined || fence.claim.taskId !== taskId) throw new InvalidStateError(`Expected run "${runId}" of task "${taskId}" to have been handed out here, but it was not`);
+    const { claim } = fence;
+    const outcome = await fence.queue(async () => {
+      if (!claim.current) return 'stale';
+      const [row] = await this.#c.db.query<{ outcome: string }>(
+        `SELECT ${this.#c.S}.task_run_started($1, $2, $3, $4, $5, $6) AS outcome`,
+        [taskId, claim.epoch, claim.member, runId, attempt, now],
+        'a run start',
+      );
+      return row?.outcome;
+    });
+    if (outcome === 'stale') throw this.#stale(claim);
+    if (outcome !== 'ok') throw new InvalidStateError(`Expected run "${runId}" of task "${taskId}" to be live under this claim, but the database has no such run`);
+    fence.startedAttempt = attempt;
+  }
+
+  /**
    * The run ended: its row done and `latest_completed` moved, with the final status logged in the same write when
    * `ending` says it. A run whose claim is gone here changes nothing (the process that claims the task next settles
    * it); one the database refuses as stale rejects with `TaskNotClaimedError`.

@@ -3,9 +3,9 @@
  * order per run) and any process reads any task's runs, newest first, bounded per task (`runLogLimit`), with their
  * status, attempts, the process that ran each attempt and the value the handler returned.
  *
- * A run's creation and its end are logged by the desired state's writes (`task_create_run`, `task_finish_run`), in
- * the same transactions that decide them; what is left here is the start of each attempt and the wait before a
- * retry, and the final status of a run whose finish did not carry it.
+ * A run's creation, each attempt's start and its end are logged by the desired state's writes (`task_create_run`,
+ * `task_run_started`, `task_finish_run`), in the same transactions that decide them; what is left here is the wait
+ * before a retry, and what a caller of the desired state that did not go through those wrote.
  */
 import { InvalidArgumentError } from '../../errors.js';
 import type { Task } from '../../tasks/task.js';
@@ -40,10 +40,8 @@ export class PgRunLog implements LogWriter {
       }
       return;
     }
-    if (status === RunStatus.STARTED) {
-      await this.#write(fence, 'task_run_started', [attempt, when]);
-      return;
-    }
+    // A start is recorded by the desired state's `startRun`, which the scheduler awaits before the attempt begins.
+    if (status === RunStatus.STARTED) return;
     // `scheduled`: at creation it is logged already; before a retry it carries the failed attempt's error.
     if (details?.error === undefined) return;
     await this.#write(fence, 'task_run_retrying', [attempt, when, errorOf(details)]);

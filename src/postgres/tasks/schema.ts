@@ -201,9 +201,10 @@ BEGIN
   UPDATE ${S}.task_runs SET status = 'started', attempts = greatest(attempts, p_attempt), process = p_member
     WHERE task_id = p_task AND run_id = p_run_id AND epoch = p_epoch AND status IN ('scheduled', 'started');
   IF NOT FOUND THEN RETURN 'gone'; END IF;
+  -- Once per attempt (a write retried after a lost answer adds nothing).
   UPDATE ${S}.task_run_log SET status = 'started', attempts = greatest(attempts, p_attempt), processes = processes || to_jsonb(p_member),
     history = history || jsonb_build_object('status', 'started', 'when', p_when, 'attempt', p_attempt, 'process', p_member)
-    WHERE run_id = p_run_id;
+    WHERE run_id = p_run_id AND jsonb_array_length(processes) < p_attempt;
   RETURN 'ok';
 END $$;
 
