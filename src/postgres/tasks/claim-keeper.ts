@@ -19,6 +19,11 @@
  * that; a hand-over starts no new run and lets the runs in flight end (nothing is cut short), then gives the claim
  * back, which the others claim at once (a notification wakes them).
  *
+ * Timing. A round renews every `renewMs` (the engine's tick, at most a fifth of `claimTtlMs`), and the lease it
+ * writes is `claimTtlMs - renewMs` long: a process dies after its last renewal, so its lease ends within that of
+ * its death, and the round of another process that comes at the end of it (woken for it) claims its tasks within
+ * `claimTtlMs` of the death.
+ *
  * Leases are in real time (`leaseClock`, the system clock), whatever clock the engine schedules by: the database's
  * clock passes regardless of a test's `ManualClock`.
  */
@@ -30,6 +35,12 @@ import type { Task } from '../../tasks/task.js';
 import { decodeDefinition } from './definition.js';
 import { ClaimState, HeldClaim } from './held-claims.js';
 import type { TaskStoreContext } from './store-context.js';
+
+/** How often a member renews, and how long the lease it writes is (see Timing above). */
+export function leaseTiming(claimTtlMs: number, tickMs: number): { readonly renewMs: number; readonly leaseMs: number } {
+  const renewMs = Math.max(10, Math.min(tickMs, Math.floor(claimTtlMs / 5)));
+  return { renewMs, leaseMs: claimTtlMs - renewMs };
+}
 
 export interface ClaimKeeperOptions {
   readonly context: TaskStoreContext;
@@ -50,7 +61,7 @@ const EXPIRY_MARGIN_MS = 2;
 
 interface CycleAnswer {
   readonly lost: boolean;
-  readonly claimed?: string[];
+  readonly claimed?: ClaimedRow[];
   readonly target?: number;
   readonly members?: number;
   readonly tasks?: number;
@@ -58,14 +69,17 @@ interface CycleAnswer {
   readonly nextExpiryMs?: number | null;
 }
 
+/** A task claimed in a round, as `task_cycle` answers it. */
 interface ClaimedRow {
   readonly id: string;
-  readonly definition: Buffer;
+  /** Base64 of the stored definition. */
+  readonly definition: string;
   readonly hash: string;
-  readonly epoch: string;
-  readonly latest_scheduled: number;
-  readonly latest_completed: number;
-  readonly queued: string;
+  readonly epoch: number;
+  readonly latestScheduled: number;
+  readonly latestCompleted: number;
+  readonly queued: number;
+  readonly taken: number[];
 }
 
 /** What a process's claims look like, for stats and tests. */
@@ -88,6 +102,7 @@ export class ClaimKeeper {
   readonly #scheduler: TaskScheduler;
   readonly #ttlMs: number;
   readonly #renewMs: number;
+  readonly #leaseMs: number;
   readonly #clock: Clock;
   readonly #processName: string;
   readonly #logger: Logger;
@@ -113,7 +128,9 @@ export class ClaimKeeper {
     this.#scheduler = options.scheduler;
     this.#ttlMs = options.claimTtlMs;
     // Several renewals per half lease: one lost round trip never costs the lease.
-    this.#renewMs = Math.max(10, Math.min(options.tickMs, Math.floor(options.claimTtlMs / 5)));
+    const timing = leaseTiming(options.claimTtlMs, options.tickMs);
+    this.#renewMs = timing.renewMs;
+    this.#leaseMs = timing.leaseMs;
     this.#clock = options.leaseClock;
     this.#processName = options.processName;
     this.#logger = options.logger;
@@ -249,16 +266,11 @@ export class ClaimKeeper {
     if (!this.#active && join) return this.#renewMs;
     this.#member ??= `${this.#processName}/${randomBytes(4).toString('hex')}`;
     const member = this.#member;
-    let held = 0;
-    let scheduling = 0;
-    for (const claim of this.#c.claims.claims()) {
-      held++;
-      if (claim.state === ClaimState.HELD) scheduling++;
-    }
+    const held = this.#c.claims.size;
     const sentAt = this.#clock.now();
     const [row] = await this.#c.db.query<{ r: CycleAnswer }>(
       `SELECT ${this.#c.S}.task_cycle($1, $2, $3, $4, $5) AS r`,
-      [member, this.#ttlMs, held, this.#active ? MAX_CLAIMS_PER_ROUND : 0, join],
+      [member, this.#leaseMs, held, this.#active ? MAX_CLAIMS_PER_ROUND : 0, join],
       'a task claim round',
     );
     if (generation !== this.#generation || this.#closed) return 0;
@@ -272,16 +284,13 @@ export class ClaimKeeper {
     const target = answer.target ?? 0;
     this.#last = { target, members: answer.members ?? 0, tasks: answer.tasks ?? 0 };
     const claimed = answer.claimed ?? [];
-    if (claimed.length > 0) {
-      await this.#adopt(member, claimed, generation);
-      scheduling += claimed.length;
-    }
+    if (claimed.length > 0) await this.#adopt(member, claimed, generation);
     if (answer.version !== undefined && answer.version !== this.#catalogVersion && generation === this.#generation) {
       await this.#reconcile(member, generation);
       this.#catalogVersion = answer.version;
     }
     if (this.#active && generation === this.#generation) {
-      scheduling = this.#countScheduling();
+      const scheduling = this.#countScheduling();
       if (scheduling > target) this.#handOver(scheduling - target);
     }
     let next = this.#renewMs;
@@ -298,13 +307,13 @@ export class ClaimKeeper {
     return n;
   }
 
-  /** A renewal sent at `sentAt` succeeded: the lease is ours until at least `sentAt + ttl`; let go at half of it. */
+  /** A renewal sent at `sentAt` succeeded: the lease is ours until at least `sentAt + leaseMs`; let go at half of it. */
   #renewed(sentAt: number, generation: number): void {
     if (this.#deadline !== undefined) this.#clock.clearTimer(this.#deadline);
-    const deadline = sentAt + this.#ttlMs / 2;
+    const deadline = sentAt + this.#leaseMs / 2;
     this.#deadline = this.#clock.setTimer(() => {
       this.#deadline = undefined;
-      if (generation === this.#generation && this.#joined) this.#lose(`no lease renewal succeeded within half of claimTtlMs (${this.#ttlMs} ms)`);
+      if (generation === this.#generation && this.#joined) this.#lose(`no lease renewal succeeded within half of the lease (${this.#leaseMs} ms of claimTtlMs ${this.#ttlMs} ms)`);
     }, deadline - this.#clock.now(), { unref: true });
   }
 
@@ -324,28 +333,20 @@ export class ClaimKeeper {
     this.kick();
   }
 
-  /** Takes claims of this round into the scheduler (definitions, progress and queued runs from the database). */
-  async #adopt(member: string, ids: readonly string[], generation: number): Promise<void> {
-    const rows = await this.#c.db.query<ClaimedRow>(
-      `SELECT t.id, t.definition, t.hash, s.epoch, s.latest_scheduled, s.latest_completed,
-              (SELECT count(*) FROM ${this.#c.S}.task_runs r WHERE r.task_id = t.id AND r.status = 'queued') AS queued
-         FROM ${this.#c.S}.task_state s JOIN ${this.#c.S}.tasks t ON t.id = s.task_id
-        WHERE s.owner = $1 AND s.task_id = ANY ($2)`,
-      [member, ids],
-      'the claimed tasks',
-    );
+  /** Takes the claims of a round into the scheduler (with their definitions, progress and queued runs). */
+  async #adopt(member: string, rows: readonly ClaimedRow[], generation: number): Promise<void> {
     const refused: Array<{ readonly taskId: string; readonly epoch: number }> = [];
     for (const row of rows) {
       if (generation !== this.#generation) return;
       let task: Task;
       try {
-        task = decodeDefinition(row.definition);
+        task = decodeDefinition(Buffer.from(row.definition, 'base64'));
       } catch (error) {
         this.#logger.error({ err: error, taskId: row.id }, 'a stored task definition is not valid here; its claim is given back');
-        refused.push({ taskId: row.id, epoch: Number(row.epoch) });
+        refused.push({ taskId: row.id, epoch: row.epoch });
         continue;
       }
-      const claim = new HeldClaim(row.id, member, Number(row.epoch), task, row.hash, row.latest_scheduled, row.latest_completed, Number(row.queued));
+      const claim = new HeldClaim(row.id, member, row.epoch, task, row.hash, row.latestScheduled, row.latestCompleted, row.queued, new Set(row.taken));
       this.#c.claims.set(claim);
       try {
         this.#scheduler.claimTask(task, { latestCompleted: claim.cursor });

@@ -28,6 +28,8 @@ export class HeldClaim {
   latestScheduled: number;
   /** Runs queued in the database for this task (manual, or resumed after a lost process): handed out first. */
   queued: number;
+  /** Scheduled times after the cursor that had a run when the task was claimed: planning skips them. */
+  readonly taken: ReadonlySet<number>;
 
   constructor(
     taskId: string,
@@ -38,6 +40,7 @@ export class HeldClaim {
     latestScheduled: number,
     latestCompleted: number,
     queued: number,
+    taken: ReadonlySet<number> = new Set(),
   ) {
     this.taskId = taskId;
     this.member = member;
@@ -50,6 +53,7 @@ export class HeldClaim {
     this.cursor = latestCompleted;
     this.latestScheduled = latestScheduled;
     this.queued = queued;
+    this.taken = taken;
   }
 
   /** The definition changed (declared again elsewhere): new runs take it; progress stays. */

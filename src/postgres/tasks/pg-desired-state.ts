@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { DuplicateRunError, InvalidArgumentError, InvalidStateError, RunNotYetDueError, TaskNotClaimedError } from '../../errors.js';
 import { planNextRun } from '../../tasks/catch-up.js';
 import { taskDefaults } from '../../tasks/task.js';
-import type { DesiredState, QueuedRun, RunCreation, RunEnding } from '../../tasks/types.js';
+import { RunStatus, type DesiredState, type QueuedRun, type RunCreation, type RunEnding } from '../../tasks/types.js';
 import { encodeError, encodeValue } from '../codec.js';
 import { RunFence, type HeldClaim } from './held-claims.js';
 import { staleClaimError, type TaskStoreContext } from './store-context.js';
@@ -54,6 +54,11 @@ export class PgDesiredState implements DesiredState {
       if (plan.scheduledFor === undefined) {
         claim.cursor = plan.lastScheduled;
         throw new RunNotYetDueError(plan.nextDue);
+      }
+      if (claim.taken.has(plan.scheduledFor)) {
+        // It had a run when the task was claimed (the run key would refuse it): skipped without asking.
+        claim.cursor = plan.lastScheduled;
+        continue;
       }
       const runId = randomUUID();
       const runAt = plan.scheduledFor + offset;
@@ -141,6 +146,10 @@ export class PgDesiredState implements DesiredState {
     const fence = this.#c.claims.run(runId);
     if (fence === undefined || fence.claim.taskId !== taskId || !fence.claim.current) return;
     const { claim } = fence;
+    if (ending?.status === RunStatus.CANCELED && fence.startedAttempt === 0) {
+      await this.#requeue(fence);
+      return;
+    }
     const error = ending?.error === undefined ? null : encodeError(ending.error);
     const value = ending === undefined ? null : storableValue(ending.value, this.#c);
     const outcome = await fence.queue(async () => {
@@ -154,6 +163,27 @@ export class PgDesiredState implements DesiredState {
     });
     if (outcome === 'stale') throw this.#stale(claim);
     if (outcome === 'ok' && ending !== undefined) fence.finalized = true;
+  }
+
+  /**
+   * A run canceled before any attempt of it began here (its claim is being handed over, its scheduler stops) is not
+   * over: it is queued again for whoever holds the claim next, so that its scheduled time still runs, and nothing
+   * final is logged for it.
+   */
+  async #requeue(fence: RunFence): Promise<void> {
+    const { claim } = fence;
+    const outcome = await fence.queue(async () => {
+      if (!claim.current) return 'lost';
+      const [row] = await this.#c.db.query<{ outcome: string }>(
+        `SELECT ${this.#c.S}.task_requeue_run($1, $2, $3, $4) AS outcome`,
+        [claim.taskId, claim.epoch, claim.member, fence.runId],
+        'a run given up before it began',
+      );
+      return row?.outcome;
+    });
+    if (outcome === 'stale') throw this.#stale(claim);
+    fence.finalized = true;
+    if (outcome === 'ok') claim.queued++;
   }
 
   /** Queues a manual run under the run key: `DuplicateRunError` while a run for that time lives. */

@@ -13,7 +13,7 @@ import type { Task, TaskMeta } from '../../tasks/task.js';
 import type { Database } from '../database.js';
 import type { Listener } from '../listener.js';
 import type { SchemaNames } from '../names.js';
-import { ClaimKeeper, type ClaimKeeperStats } from './claim-keeper.js';
+import { ClaimKeeper, leaseTiming, type ClaimKeeperStats } from './claim-keeper.js';
 import { encodeDefinition } from './definition.js';
 import { HeldClaims } from './held-claims.js';
 import { PgDesiredState } from './pg-desired-state.js';
@@ -73,8 +73,10 @@ export class PgTaskStore implements SharedTaskBackend<PgDesiredState, PgRunLog> 
     const { claimTtlMs, tickMs, cancelGraceMs } = settings;
     // A process cut off cancels its runs at half the lease; a handler that ignores the cancel is terminated
     // `cancelGraceMs` later. Both must fit in the half lease before another process may claim the task.
-    if (!(claimTtlMs / 2 > cancelGraceMs)) {
-      throw new InvalidOptionError('claimTtlMs', `more than twice cancelGraceMs (${cancelGraceMs} ms) with a shared backend`, claimTtlMs);
+    const { leaseMs } = leaseTiming(claimTtlMs, tickMs);
+    if (!(leaseMs / 2 > cancelGraceMs)) {
+      const least = Math.ceil((2 * cancelGraceMs + 1) / 0.8);
+      throw new InvalidOptionError('claimTtlMs', `at least ${least} ms with a shared backend (half its lease must exceed cancelGraceMs, ${cancelGraceMs} ms)`, claimTtlMs);
     }
     const keeper = new ClaimKeeper({
       context: this.#context,

@@ -246,6 +246,16 @@ BEGIN
   RETURN 'ok';
 END $$;
 
+-- A run handed out here and given up before it began (its claim is handed over, or its scheduler stops): queued again,
+-- for whoever holds the claim next (this member or another), so that its scheduled time still runs.
+CREATE FUNCTION ${S}.task_requeue_run(p_task text, p_epoch bigint, p_member text, p_run_id text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  IF NOT ${S}.task_fence(p_task, p_epoch, p_member) THEN RETURN 'stale'; END IF;
+  UPDATE ${S}.task_runs SET status = 'queued', queue_seq = nextval('${S}.task_queue_seq')
+    WHERE task_id = p_task AND run_id = p_run_id AND epoch = p_epoch AND status = 'scheduled';
+  RETURN CASE WHEN FOUND THEN 'ok' ELSE 'gone' END;
+END $$;
+
 -- A final status logged apart from the finish (a caller of finishRun that did not say how the run ended).
 CREATE FUNCTION ${S}.task_log_write(p_task text, p_epoch bigint, p_member text, p_run_id text, p_status text,
   p_when double precision, p_attempt integer, p_error jsonb, p_value bytea) RETURNS text LANGUAGE plpgsql AS $$
@@ -299,13 +309,15 @@ END $$;
 
 -- One round of a member: renew its lease (or join, when p_join), reap members whose lease ended (their claims are
 -- freed), claim up to its fair share of free tasks (ceil(tasks / live members), at most p_max_claim now) and settle
--- their runs; answers what it claimed, its share, the catalogue's version and when the next other lease ends.
+-- their runs; answers what it claimed (each task's definition, claim, progress, queued runs and the times after its
+-- latest_completed that have a run already), its share, the catalogue's version and when the next other lease ends.
 -- {"lost": true} when the member's lease had ended: it must join again as a new member.
 CREATE FUNCTION ${S}.task_cycle(p_member text, p_ttl_ms integer, p_held integer, p_max_claim integer, p_join boolean)
   RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
   v_expires timestamptz := now() + make_interval(secs => p_ttl_ms / 1000.0);
   v_claimed text[];
+  v_rows jsonb := '[]'::jsonb;
   v_tasks bigint;
   v_members bigint;
   v_target bigint;
@@ -340,12 +352,22 @@ BEGIN
         FROM free WHERE s.task_id = free.task_id RETURNING s.task_id
     )
     SELECT array_agg(task_id ORDER BY task_id) INTO v_claimed FROM claimed;
-    IF v_claimed IS NOT NULL THEN PERFORM ${S}.task_settle(v_claimed); END IF;
+    IF v_claimed IS NOT NULL THEN
+      PERFORM ${S}.task_settle(v_claimed);
+      SELECT coalesce(jsonb_agg(jsonb_build_object(
+          'id', t.id, 'definition', encode(t.definition, 'base64'), 'hash', t.hash, 'epoch', s.epoch,
+          'latestScheduled', s.latest_scheduled, 'latestCompleted', s.latest_completed,
+          'queued', (SELECT count(*) FROM ${S}.task_runs r WHERE r.task_id = t.id AND r.status = 'queued'),
+          'taken', (SELECT coalesce(jsonb_agg(r.scheduled_for), '[]'::jsonb) FROM ${S}.task_runs r
+                     WHERE r.task_id = t.id AND r.scheduled_for > s.latest_completed))), '[]'::jsonb)
+        INTO v_rows
+        FROM ${S}.task_state s JOIN ${S}.tasks t ON t.id = s.task_id WHERE s.task_id = ANY (v_claimed);
+    END IF;
   END IF;
 
   SELECT extract(epoch FROM min(expires_at) - now()) * 1000 INTO v_next
     FROM ${S}.task_members WHERE NOT dead AND id <> p_member;
-  RETURN jsonb_build_object('lost', false, 'claimed', coalesce(to_jsonb(v_claimed), '[]'::jsonb), 'target', v_target,
+  RETURN jsonb_build_object('lost', false, 'claimed', v_rows, 'target', v_target,
     'members', v_members, 'tasks', v_tasks, 'version', v_version, 'nextExpiryMs', v_next);
 END $$;
 
