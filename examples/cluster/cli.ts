@@ -20,6 +20,9 @@ export interface CliOptions {
   readonly metricsPort: number | undefined;
   readonly headless: boolean;
   readonly help: boolean;
+  /** Run on PostgreSQL (this connection string), with `processes` engine processes sharing one schema. */
+  readonly postgres: string | undefined;
+  readonly processes: number;
 }
 
 export class UsageError extends Error {
@@ -49,7 +52,7 @@ A Nomad-style cluster scheduler on tickpool: job registrations become evaluation
 every node on the pool threads, and the plan applier commits placements that still fit.
 
 Flags:
-  --threads N            pool threads (default: ${defaultThreads()}, this machine's parallelism)
+  --threads N            pool threads (default: ${defaultThreads()}, this machine's parallelism; 1 per process with --postgres)
   --workers N            scheduling workers, evaluations in flight (default: threads x ${defaults.workersPerThread};
                          the engine's own default is threads x ${engineDefaults.workersPerThread})
   --duration S           seconds of load before the report (default: ${defaults.durationS})
@@ -62,6 +65,9 @@ Flags:
   --log-level LEVEL      ${LOG_LEVELS.join(', ')} (default: ${defaults.logLevel})
   --metrics-port PORT    serve Prometheus metrics on http://127.0.0.1:PORT/metrics during the run (0: any free port)
   --headless             no live line; print the report as one JSON line on stdout
+  --postgres URL         run on PostgreSQL: engine processes share one broker and one state store in a fresh schema
+                         of this database (dropped at the end); the report shows each process and the total
+  --processes N          engine processes with --postgres (default: 3)
   -h, --help             show this help
 `;
 
@@ -96,6 +102,8 @@ export function parseCli(argv: readonly string[]): CliOptions {
         'log-level': { type: 'string' },
         'metrics-port': { type: 'string' },
         headless: { type: 'boolean' },
+        postgres: { type: 'string' },
+        processes: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -118,7 +126,12 @@ export function parseCli(argv: readonly string[]): CliOptions {
   if (backoffLimitMs < backoffBaselineMs) {
     throw new UsageError(`--backoff-limit expects a value >= --backoff-baseline (${backoffBaselineMs}), got ${backoffLimitMs}`);
   }
-  const threads = integer('threads', str('threads'), 1, 512, defaultThreads());
+  const postgres = str('postgres');
+  if (postgres !== undefined && !/^postgres(ql)?:\/\//.test(postgres)) {
+    throw new UsageError(`--postgres expects a connection string like postgres://user:pass@host:5432/db, got ${JSON.stringify(postgres)}`);
+  }
+  if (postgres === undefined && str('processes') !== undefined) throw new UsageError('--processes needs --postgres (in memory there is one process)');
+  const threads = integer('threads', str('threads'), 1, 512, postgres === undefined ? defaultThreads() : 1);
   return {
     threads,
     workers: integer('workers', str('workers'), 1, 100_000, threads * defaults.workersPerThread),
@@ -133,5 +146,7 @@ export function parseCli(argv: readonly string[]): CliOptions {
     metricsPort: integer('metrics-port', str('metrics-port'), 0, 65_535, undefined),
     headless: values['headless'] === true,
     help: values['help'] === true,
+    postgres,
+    processes: integer('processes', str('processes'), 1, 64, 3),
   };
 }

@@ -66,6 +66,12 @@ async function main(): Promise<void> {
     process.stdout.write(usage);
     return;
   }
+  if (cli.postgres !== undefined) {
+    // Loaded only for this mode: the in-memory demo never loads pg.
+    const { runPostgresDemo } = await import('./postgres-demo.js');
+    await runPostgresDemo(cli, cli.postgres);
+    return;
+  }
   const tty = process.stderr.isTTY === true;
   const line = new StatusLine(process.stderr, tty && !cli.headless);
   const logger = await createLogger(cli.logLevel, line, tty);

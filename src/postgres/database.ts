@@ -6,7 +6,7 @@
  * transaction stands alone, so a transaction pooler in front of the database changes nothing. Only LISTEN needs a
  * session of its own, and it gets a dedicated client (`listener.ts`), not a pooled one.
  */
-import { Client, Pool, type ClientConfig, type PoolClient, type QueryResultRow } from 'pg';
+import { Client, Pool, type ClientConfig, type PoolClient } from 'pg';
 import { BackendUnavailableError, TickpoolError } from '../errors.js';
 import type { PoolLike } from './options.js';
 
@@ -47,9 +47,25 @@ export function isAmbiguous(error: unknown): boolean {
   return error instanceof BackendUnavailableError && error.details?.['ambiguous'] === true;
 }
 
+/**
+ * A result row. The backend's declarations name no type of `pg` (whose types are not a dependency of the package):
+ * rows, sessions and the listening client are described here.
+ */
+export type Row = { [column: string]: unknown };
+
+/** The dedicated client LISTEN runs on (a `pg.Client`). */
+export interface ListenClient {
+  connect(): Promise<void>;
+  query(text: string): Promise<unknown>;
+  on(event: 'notification', listener: (message: { readonly channel: string; readonly payload?: string | undefined }) => void): unknown;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  on(event: 'end', listener: () => void): unknown;
+  end(): Promise<void>;
+}
+
 /** One client of the pool, for the statements of one transaction. */
 export interface Session {
-  query<R extends QueryResultRow = QueryResultRow>(text: string, values?: readonly unknown[]): Promise<R[]>;
+  query<R extends Row = Row>(text: string, values?: readonly unknown[]): Promise<R[]>;
 }
 
 export interface DatabaseOptions {
@@ -92,12 +108,12 @@ export class Database {
   }
 
   /** A client of its own (not from the pool) with the pool's settings: for LISTEN, which needs its session. */
-  newClient(): Client {
-    return new Client(this.#clientConfig);
+  newClient(): ListenClient {
+    return new Client(this.#clientConfig) as unknown as ListenClient;
   }
 
   /** One statement in its own implicit transaction. */
-  async query<R extends QueryResultRow = QueryResultRow>(text: string, values: readonly unknown[] = [], operation = 'a query'): Promise<R[]> {
+  async query<R extends Row = Row>(text: string, values: readonly unknown[] = [], operation = 'a query'): Promise<R[]> {
     try {
       const result = await this.#pool.query<R>(text, values as unknown[]);
       return result.rows;
@@ -119,7 +135,7 @@ export class Database {
       throw backendError(error, operation);
     }
     const session: Session = {
-      async query<R extends QueryResultRow>(text: string, values: readonly unknown[] = []): Promise<R[]> {
+      async query<R extends Row>(text: string, values: readonly unknown[] = []): Promise<R[]> {
         // No values: the simple protocol, which takes several statements at once (a migration).
         return (await client.query<R>(text, values.length === 0 ? undefined : (values as unknown[]))).rows;
       },

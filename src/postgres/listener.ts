@@ -4,10 +4,9 @@
  * catch up (`onConnect`), since whatever was notified while it was away is lost; each subscriber also polls as the
  * backstop. A dropped connection is retried with a growing delay.
  */
-import type { Client, Notification } from 'pg';
 import type { Clock, TimerHandle } from '../clock.js';
 import type { Logger } from '../observability/logger.js';
-import type { Database } from './database.js';
+import type { Database, ListenClient } from './database.js';
 
 export interface Subscription {
   /** Called with each notification's payload on the channel. */
@@ -24,7 +23,7 @@ export class Listener {
   readonly #clock: Clock;
   readonly #logger: Logger;
   readonly #subscriptions = new Map<string, Subscription[]>();
-  #client: Client | undefined;
+  #client: ListenClient | undefined;
   #connecting: Promise<void> | undefined;
   #retry: TimerHandle | undefined;
   #retryMs = RETRY_MIN_MS;
@@ -63,7 +62,7 @@ export class Listener {
 
   async #connect(): Promise<void> {
     const client = this.#db.newClient();
-    client.on('notification', (message: Notification) => this.#dispatch(message));
+    client.on('notification', (message) => this.#dispatch(message));
     client.on('error', (error: Error) => this.#lost(client, error));
     client.on('end', () => this.#lost(client, undefined));
     await client.connect();
@@ -78,13 +77,13 @@ export class Listener {
     for (const list of this.#subscriptions.values()) for (const s of list) this.#safely(() => s.onConnect());
   }
 
-  #dispatch(message: Notification): void {
+  #dispatch(message: { readonly channel: string; readonly payload?: string | undefined }): void {
     const list = this.#subscriptions.get(message.channel);
     if (list === undefined) return;
     for (const s of list) this.#safely(() => s.onNotify(message.payload ?? ''));
   }
 
-  #lost(client: Client, error: Error | undefined): void {
+  #lost(client: ListenClient, error: Error | undefined): void {
     // Only the current client's loss counts (once): a failed connect attempt is retried by its own caller.
     if (client !== this.#client) return;
     this.#connected = false;

@@ -80,6 +80,13 @@ interface Waiter {
   answered: boolean;
 }
 
+interface PendingAck {
+  readonly held: Held;
+  readonly result: AckResult | undefined;
+  readonly resolve: () => void;
+  readonly reject: (error: unknown) => void;
+}
+
 interface PendingEnqueue {
   readonly evaluation: Evaluation;
   /** Its structured-clone serialization, made at enqueue (where a value that cannot be stored is refused). */
@@ -173,6 +180,8 @@ export class PgBroker implements BrokerBackend {
   #enqueueRunning: Promise<void> | undefined;
 
   readonly #waiters: Waiter[] = [];
+  #ackBatch: PendingAck[] = [];
+  #acking = false;
   #fetching = false;
   #fetchAgain = false;
   #pollTimer: TimerHandle | undefined;
@@ -549,9 +558,9 @@ export class PgBroker implements BrokerBackend {
 
   /** Resolves once what this process started in the background (timed-out nacks, give-backs, fetches) is done. */
   async idle(): Promise<void> {
-    while (this.#inFlight.size > 0 || this.#fetching || this.#enqueueRunning !== undefined) {
+    while (this.#inFlight.size > 0 || this.#fetching || this.#acking || this.#enqueueRunning !== undefined) {
       await Promise.allSettled([...this.#inFlight, this.#enqueueRunning]);
-      if (this.#fetching) await new Promise<void>((resolve) => setImmediate(resolve));
+      if (this.#fetching || this.#acking) await new Promise<void>((resolve) => setImmediate(resolve));
     }
   }
 
@@ -566,15 +575,79 @@ export class PgBroker implements BrokerBackend {
     assertId('id', id);
     assertToken(token);
     assertAckResult(result);
-    return this.#ack(id, token, result);
+    const held = this.#leases.byToken(token);
+    if (held === undefined || held.id !== id) return this.#ack(id, token, result);
+    // A delivery held here: its job is known, so it can go with the other acks of this turn in one call.
+    return new Promise<void>((resolve, reject) => {
+      this.#ackBatch.push({ held, result, resolve, reject });
+      if (this.#ackBatch.length === 1 && !this.#acking) queueMicrotask(() => void this.#flushAcks());
+    });
   }
 
-  async #ack(id: string, token: string, result: AckResult | undefined): Promise<void> {
+  async #flushAcks(): Promise<void> {
+    if (this.#acking) return;
+    this.#acking = true;
+    try {
+      while (this.#ackBatch.length > 0) {
+        const batch = this.#ackBatch.splice(0, MAX_FETCH);
+        await this.#ackMany(batch);
+      }
+    } finally {
+      this.#acking = false;
+    }
+  }
+
+  async #ackMany(batch: PendingAck[]): Promise<void> {
+    let rows: { id: string | null; status: string | null; deliveries: number | null; promoted: string | null; canceled: string[] | null }[];
+    try {
+      rows = await this.#db.query(
+        `SELECT * FROM ${this.#names.S}.ack_many($1::text[], $2::text[], $3::bytea[], $4::bigint[], $5::int[], $6::text[], $7::text[], $8)`,
+        [
+          batch.map((a) => a.held.id),
+          batch.map((a) => a.held.token),
+          batch.map((a) => encodeValue(a.result?.value)),
+          batch.map((a) => a.result?.index ?? 0),
+          batch.map((a) => a.result?.attempts ?? 1),
+          batch.map((a) => a.held.evaluation.namespace ?? DEFAULT_NAMESPACE),
+          batch.map((a) => a.held.evaluation.jobId),
+          this.#nodeId,
+        ],
+        'an ack',
+      );
+    } catch (error) {
+      // Unknown whether it landed: each one is resolved by re-reading, never acked twice.
+      for (const a of batch) this.#ack(a.held.id, a.held.token, a.result, error).then(a.resolve, a.reject);
+      return;
+    }
+    const byId = new Map<string, (typeof rows)[number]>();
+    for (const row of rows) {
+      if (row.id !== null) byId.set(row.id, row);
+      else if (row.promoted !== null) this.settledPromotion(row.promoted, row.canceled);
+    }
+    for (const a of batch) {
+      const row = byId.get(a.held.id);
+      if (row?.status !== 'ok') {
+        a.reject(refusalError(row?.status ?? 'not_outstanding', a.held.id, a.held.token));
+        continue;
+      }
+      this.settledAck(a.held.id, a.held.token, {
+        value: a.result?.value,
+        index: a.result?.index ?? 0,
+        attempts: a.result?.attempts ?? 1,
+        deliveries: row.deliveries ?? 0,
+      });
+      a.resolve();
+    }
+  }
+
+  /** One ack on its own; with `failed`, the error of a first try whose outcome is unknown (re-read first). */
+  async #ack(id: string, token: string, result: AckResult | undefined, failed?: unknown): Promise<void> {
     const value = encodeValue(result?.value);
     const index = result?.index ?? 0;
     const attempts = result?.attempts ?? 1;
     let row: { status: string; deliveries: number | null; promoted: string | null; canceled: string[] | null };
     try {
+      if (failed !== undefined) throw failed;
       [row] = (await this.#db.query(`SELECT * FROM ${this.#names.S}.ack($1, $2, $3, $4, $5, $6)`, [id, token, value, index, attempts, this.#nodeId], 'an ack')) as [typeof row];
     } catch (error) {
       // The connection broke with the ack on its way (it may have committed): re-read whether it landed, never ack twice.

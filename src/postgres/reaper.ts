@@ -1,7 +1,7 @@
 /**
  * Every process reaps (no leader): leases that ran out are ended as nack timeouts (redelivered, or `_failed` at the
- * delivery limit), delays that are over admit their evaluations, and settled evaluations past their retention are
- * deleted. Rows another process is working on are skipped (SKIP LOCKED), never waited for; each pass takes bounded
+ * delivery limit), delays that are over admit their evaluations, and settled evaluations past their retention and the
+ * log behind its retention are deleted. Rows another process is working on are skipped (SKIP LOCKED), never waited for; each pass takes bounded
  * batches. A pass runs when the earliest lease end or delay in the whole schema comes due (each pass asks the
  * database for it), and at least every `pollMs`.
  */
@@ -22,6 +22,11 @@ export interface ReaperEvents {
 const BATCH = 500;
 /** Settled evaluations (acked, removed, superseded) are kept this long for outcome look-ups, ms. */
 export const OUTCOME_RETENTION_MS = 3_600_000;
+/**
+ * Change sets the log keeps behind the counter. A replica further behind than this reloads the whole state instead
+ * of replaying (`PgState.catchUpWith`); a cut-off commit is looked up by its plan id long before it is compacted.
+ */
+export const LOG_RETENTION = 100_000;
 /** How often a process deletes what is past retention, ms. */
 const CLEANUP_EVERY_MS = 60_000;
 /** Fewest ms between two passes, whatever is due: the lease ends of busy processes move all the time. */
@@ -124,6 +129,12 @@ export class Reaper {
           LIMIT ${BATCH * 10} FOR UPDATE SKIP LOCKED)`,
       [OUTCOME_RETENTION_MS],
       'an outcome cleanup',
+    );
+    await this.#db.query(
+      `DELETE FROM ${S}.state_log WHERE index <= (SELECT index FROM ${S}.state_counter) - $1 AND index IN (
+         SELECT index FROM ${S}.state_log ORDER BY index LIMIT ${BATCH * 10})`,
+      [LOG_RETENTION],
+      'a log compaction',
     );
   }
 

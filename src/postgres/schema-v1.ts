@@ -394,6 +394,47 @@ BEGIN
 END
 $$;
 
+-- Acks a batch of deliveries (their jobs named by the caller) in one call: the jobs' locks first (ascending key), then
+-- the rows of those still current (token, lease not over), then the set-based ack. Each id answers 'ok' or why not;
+-- rows without an id report what the acks promoted.
+CREATE FUNCTION ${S}.ack_many(p_ids text[], p_tokens text[], p_values bytea[], p_indexes bigint[], p_attempts integer[],
+  p_namespaces text[], p_jobs text[], p_actor uuid)
+RETURNS TABLE (id text, status text, deliveries integer, promoted text, canceled text[]) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+  v_current text[];
+  r record;
+BEGIN
+  PERFORM ${S}.lock_jobs(p_namespaces, p_jobs);
+  SELECT array_agg(c.id) INTO v_current FROM (
+    SELECT e.id FROM ${S}.evals e JOIN unnest(p_ids, p_tokens) AS x(id, token) ON e.id = x.id AND e.token = x.token
+     WHERE e.id = ANY(p_ids) AND e.state = 'unacked' AND e.lease_until > clock_timestamp()
+     ORDER BY e.id FOR UPDATE OF e) c;
+  FOR r IN
+    SELECT * FROM ${S}.ack_fenced(
+      array(SELECT x.id FROM unnest(p_ids) WITH ORDINALITY AS x(id, o) WHERE x.id = ANY(coalesce(v_current, '{}')) ORDER BY x.o),
+      array(SELECT p_tokens[x.o] FROM unnest(p_ids) WITH ORDINALITY AS x(id, o) WHERE x.id = ANY(coalesce(v_current, '{}')) ORDER BY x.o),
+      array(SELECT p_values[x.o] FROM unnest(p_ids) WITH ORDINALITY AS x(id, o) WHERE x.id = ANY(coalesce(v_current, '{}')) ORDER BY x.o),
+      array(SELECT p_indexes[x.o] FROM unnest(p_ids) WITH ORDINALITY AS x(id, o) WHERE x.id = ANY(coalesce(v_current, '{}')) ORDER BY x.o),
+      array(SELECT p_attempts[x.o] FROM unnest(p_ids) WITH ORDINALITY AS x(id, o) WHERE x.id = ANY(coalesce(v_current, '{}')) ORDER BY x.o),
+      p_actor)
+  LOOP
+    id := r.id; status := CASE WHEN r.id IS NULL THEN NULL ELSE 'ok' END; deliveries := r.deliveries;
+    promoted := r.promoted; canceled := r.canceled;
+    RETURN NEXT;
+  END LOOP;
+  FOR r IN
+    SELECT x.id, x.token, e AS row, (e.lease_until <= clock_timestamp()) AS expired
+      FROM unnest(p_ids, p_tokens) AS x(id, token) LEFT JOIN ${S}.evals e ON e.id = x.id
+     WHERE NOT (x.id = ANY(coalesce(v_current, '{}')))
+  LOOP
+    id := r.id; deliveries := NULL; promoted := NULL; canceled := NULL;
+    status := coalesce(${S}.refusal(r.row, r.token), CASE WHEN r.expired THEN 'expired' ELSE 'not_outstanding' END);
+    RETURN NEXT;
+  END LOOP;
+END
+$$;
+
 CREATE FUNCTION ${S}.nack(p_id text, p_token text, p_reason jsonb, p_timed_out boolean, p_limit integer,
   p_initial float8, p_subsequent float8, p_actor uuid,
   OUT status text, OUT deliveries integer, OUT failed boolean, OUT delay_ms float8, OUT promoted text) LANGUAGE plpgsql AS $$

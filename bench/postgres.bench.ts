@@ -1,0 +1,155 @@
+/**
+ * tickpool on PostgreSQL against graphile-worker 0.17.3, same run, same machine, same database (ratios first):
+ * no-op evaluations/s with N worker processes (graphile-worker batched, with its local queue, and unbatched), and
+ * the idle latency from an enqueue in one process to the scheduler's entry in another (p50 / p99).
+ *
+ *   node dist/bench/postgres.bench.js --url postgres://… [--jobs 100000] [--processes 3] [--samples 200]
+ *
+ * Each system gets a fresh schema, dropped afterwards. Not part of `npm run bench` (it needs a database).
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { makeWorkerUtils } from 'graphile-worker';
+import { Pool } from 'pg';
+import { pino } from 'pino';
+import { createEngine } from '../src/index.js';
+import { postgresBackend } from '../src/postgres/index.js';
+
+const { values } = parseArgs({
+  options: { url: { type: 'string' }, jobs: { type: 'string' }, processes: { type: 'string' }, samples: { type: 'string' }, concurrency: { type: 'string' } },
+});
+const url = values.url ?? process.env['TICKPOOL_TEST_DATABASE_URL'];
+if (url === undefined) {
+  process.stderr.write('usage: node dist/bench/postgres.bench.js --url postgres://user:pass@host:port/db [--jobs N] [--processes N] [--samples N]\n');
+  process.exit(2);
+}
+const JOBS = Number(values.jobs ?? 100_000);
+const PROCESSES = Number(values.processes ?? 3);
+const SAMPLES = Number(values.samples ?? 200);
+const CONCURRENCY = Number(values.concurrency ?? 64);
+const entry = fileURLToPath(new URL('./fixtures/pg-bench-process.js', import.meta.url));
+const admin = new Pool({ connectionString: url, max: 2 });
+
+async function startWorkers(kind: string, schema: string): Promise<ChildProcess[]> {
+  return Promise.all(
+    Array.from({ length: PROCESSES }, () => {
+      const child = fork(entry, [kind, url!, schema, String(CONCURRENCY)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+      return new Promise<ChildProcess>((resolve, reject) => {
+        child.once('message', () => resolve(child));
+        child.once('exit', (code) => reject(new Error(`${kind} worker exited (${code}) before it was ready`)));
+      });
+    }),
+  );
+}
+
+async function stopWorkers(children: readonly ChildProcess[]): Promise<void> {
+  await Promise.all(children.map((c) => new Promise<void>((resolve) => {
+    c.once('exit', () => resolve());
+    c.send({ type: 'stop' });
+  })));
+}
+
+async function waitFor(check: () => Promise<boolean>): Promise<void> {
+  while (!(await check())) await new Promise((resolve) => setTimeout(resolve, 20));
+}
+
+/** A front engine on the schema whose workers never run: it only enqueues. */
+async function front(schema: string) {
+  const engine = createEngine({
+    backend: postgresBackend({ connectionString: url!, schema }),
+    schedulers: { noop: new URL('./fixtures/noop-scheduler.js', import.meta.url), entry: new URL('./fixtures/pg-entry-scheduler.js', import.meta.url) },
+    threads: 1,
+    workers: 1,
+    logger: pino({ level: 'error' }),
+  });
+  engine.pauseWorkers();
+  await engine.start();
+  return engine;
+}
+
+async function tickpoolThroughput(): Promise<number> {
+  const schema = `bench_tp_${randomBytes(3).toString('hex')}`;
+  const engine = await front(schema);
+  try {
+    for (let i = 0; i < JOBS; i += 5_000) {
+      const handles = Array.from({ length: Math.min(5_000, JOBS - i) }, () => engine.enqueue({ type: 'noop' }));
+      await Promise.all(handles.map((h) => h.accepted));
+    }
+    const workers = await startWorkers('tickpool', schema);
+    const started = performance.now();
+    for (const w of workers) w.send({ type: 'go' });
+    await waitFor(async () => (await admin.query(`SELECT count(*)::int AS n FROM "${schema}".evals WHERE state = 'acked'`)).rows[0].n >= JOBS);
+    const perSecond = JOBS / ((performance.now() - started) / 1000);
+    await stopWorkers(workers);
+    return perSecond;
+  } finally {
+    await engine.stop();
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  }
+}
+
+async function graphileThroughput(batched: boolean): Promise<number> {
+  const schema = `bench_gw_${randomBytes(3).toString('hex')}`;
+  const utils = await makeWorkerUtils({ connectionString: url!, schema });
+  try {
+    await utils.migrate();
+    for (let i = 0; i < JOBS; i += 5_000) {
+      await utils.addJobs(Array.from({ length: Math.min(5_000, JOBS - i) }, () => ({ identifier: 'noop', payload: {} })));
+    }
+    const workers = await startWorkers(batched ? 'graphile-batched' : 'graphile', schema);
+    const started = performance.now();
+    for (const w of workers) w.send({ type: 'go' });
+    await waitFor(async () => (await admin.query(`SELECT count(*)::int AS n FROM "${schema}"._private_jobs`)).rows[0].n === 0);
+    const perSecond = JOBS / ((performance.now() - started) / 1000);
+    await stopWorkers(workers);
+    return perSecond;
+  } finally {
+    await utils.release();
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  }
+}
+
+/** Enqueue in this process → the scheduler's entry in a worker process, idle, one at a time: ms. */
+async function tickpoolIdleLatency(): Promise<number[]> {
+  const schema = `bench_lat_${randomBytes(3).toString('hex')}`;
+  const engine = await front(schema);
+  const workers = await startWorkers('tickpool', schema);
+  for (const w of workers) w.send({ type: 'go' });
+  try {
+    const samples: number[] = [];
+    for (let i = 0; i < SAMPLES; i++) {
+      const sent = performance.timeOrigin + performance.now();
+      const outcome = await engine.run<number>({ type: 'entry' });
+      samples.push(outcome.value - sent);
+    }
+    return samples.sort((a, b) => a - b);
+  } finally {
+    await stopWorkers(workers);
+    await engine.stop();
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  }
+}
+
+const quantile = (sorted: readonly number[], q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
+
+try {
+  const tickpool = await tickpoolThroughput();
+  const batched = await graphileThroughput(true);
+  const unbatched = await graphileThroughput(false);
+  const latency = await tickpoolIdleLatency();
+  const row = (name: string, value: string): string => `${name.padEnd(58)} ${value}`;
+  const lines = [
+    `PostgreSQL backend vs graphile-worker 0.17.3: ${JOBS} no-op jobs, ${PROCESSES} processes, concurrency ${CONCURRENCY} each`,
+    row('ratio: tickpool / graphile-worker batched (goal >= 1.0, CI floor 0.25)', `${(tickpool / batched).toFixed(2)}x`),
+    row('ratio: tickpool / graphile-worker unbatched (goal >= 5)', `${(tickpool / unbatched).toFixed(2)}x`),
+    row('tickpool no-op evaluations/s', tickpool.toFixed(0)),
+    row('graphile-worker batched jobs/s', batched.toFixed(0)),
+    row('graphile-worker unbatched jobs/s', unbatched.toFixed(0)),
+    row(`enqueue → scheduler entry in another process, idle, p50 / p99 (${SAMPLES})`, `${quantile(latency, 0.5).toFixed(2)} ms / ${quantile(latency, 0.99).toFixed(2)} ms`),
+  ];
+  process.stdout.write(`${lines.join('\n')}\n`);
+} finally {
+  await admin.end();
+}

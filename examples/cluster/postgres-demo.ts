@@ -1,0 +1,169 @@
+/**
+ * The demo on PostgreSQL: `npm start -- --postgres URL --processes N`. This process is the front: it makes a fresh
+ * schema, seeds the nodes, writes the job registrations and enqueues their evaluations through an engine of its own
+ * whose workers stay paused (like a web process in front of a cluster). N child processes run the schedulers on the
+ * same schema, sharing one broker and one state store. The report shows each process and the total; the schema is
+ * dropped at the end.
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { Pool } from 'pg';
+import { pino } from 'pino';
+import { Registry } from 'prom-client';
+import { createEngine } from '../../src/index.js';
+import { postgresBackend } from '../../src/postgres/index.js';
+import type { CliOptions } from './cli.js';
+import { auditCapacity, generateJob, generateNode, nextVersion, seededRandom } from './cluster-state.js';
+import { Table, tables, type JobRecord } from './model.js';
+import type { ProcessReport } from './postgres-process.js';
+
+const TICK_MS = 10;
+const MAX_PLAN_ATTEMPTS = 10;
+
+interface Child {
+  readonly name: string;
+  readonly process: ChildProcess;
+  readonly report: Promise<ProcessReport>;
+}
+
+function startChild(name: string, url: string, schema: string, cli: CliOptions): Promise<Child> {
+  const entry = fileURLToPath(new URL('./postgres-process.js', import.meta.url));
+  const child = fork(entry, [url, schema, name, String(cli.threads), String(cli.workers), String(MAX_PLAN_ATTEMPTS)], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const report = new Promise<ProcessReport>((resolve, reject) => {
+    child.on('message', (m: { type: string; report?: ProcessReport }) => m.type === 'report' && resolve(m.report!));
+    child.once('exit', (code) => reject(new Error(`process ${name} exited (${code}) without a report`)));
+  });
+  report.catch(() => undefined);
+  return new Promise<Child>((resolve, reject) => {
+    child.on('message', (m: { type: string }) => m.type === 'ready' && resolve({ name, process: child, report }));
+    child.once('exit', (code) => reject(new Error(`process ${name} exited (${code}) before it ran`)));
+  });
+}
+
+export async function runPostgresDemo(cli: CliOptions, url: string): Promise<void> {
+  const schema = `demo_${randomBytes(4).toString('hex')}`;
+  const admin = new Pool({ connectionString: url, max: 1 });
+  const random = seededRandom(cli.seed);
+  const front = createEngine({
+    backend: postgresBackend({ connectionString: url, schema, pollMs: 250 }),
+    threads: 1,
+    workers: 1,
+    schedulers: { service: new URL('./schedulers/service.js', import.meta.url), batch: new URL('./schedulers/batch.js', import.meta.url) },
+    tables,
+    logger: pino({ level: cli.logLevel === 'info' ? 'warn' : cli.logLevel }),
+    registry: new Registry(),
+  });
+  // The front only enqueues: its workers never dequeue.
+  front.pauseWorkers();
+  const children: Child[] = [];
+  try {
+    await front.start();
+    await front.state.write((txn) => {
+      for (let n = 1; n <= cli.nodes; n++) {
+        const node = generateNode(random, n);
+        txn.put(Table.NODES, node.id, node);
+      }
+    });
+    for (let i = 1; i <= cli.processes; i++) children.push(await startChild(`p${i}`, url, schema, cli));
+    process.stderr.write(`${cli.processes} engine processes on schema ${schema}; ${cli.rate} evaluations/s for ${cli.durationS} s\n`);
+
+    const jobs = new Map<string, JobRecord>();
+    let next = 0;
+    let enqueued = 0;
+    const handles: Promise<unknown>[] = [];
+    const started = performance.now();
+    // Registrations due while a commit is on its way wait for the next one: one commit carries them all, in order.
+    let due: JobRecord[] = [];
+    let writing: Promise<void> | undefined;
+    const flush = async (): Promise<void> => {
+      while (due.length > 0) {
+        const batch = due;
+        due = [];
+        const { index } = await front.state.write((txn) => {
+          for (const job of batch) txn.put(Table.JOBS, job.id, job);
+        });
+        for (const job of batch) {
+          const handle = front.enqueue({
+            id: `eval-${job.id}-v${job.version}`,
+            jobId: job.id,
+            type: job.type,
+            priority: job.priority,
+            modifyIndex: index,
+            createIndex: index,
+            triggeredBy: job.version === 1 ? 'job-register' : 'job-update',
+          });
+          handles.push(handle.done.catch(() => undefined));
+          enqueued++;
+        }
+      }
+    };
+    const timer = setInterval(() => {
+      const count = Math.min(Math.floor((cli.rate * (performance.now() - started)) / 1000) - next, Math.max(1, Math.ceil(cli.rate / 10)));
+      for (let i = 0; i < count; i++) {
+        const id = `job-${String((next++ % cli.jobs) + 1).padStart(5, '0')}`;
+        const previous = jobs.get(id);
+        const job = previous === undefined ? generateJob(random, id) : nextVersion(random, previous);
+        jobs.set(id, job);
+        due.push(job);
+      }
+      writing ??= flush().finally(() => (writing = undefined));
+    }, TICK_MS);
+    await new Promise<void>((resolve) => {
+      const done = (): void => {
+        clearTimeout(end);
+        process.off('SIGINT', done);
+        resolve();
+      };
+      const end = setTimeout(done, cli.durationS * 1000);
+      process.once('SIGINT', done);
+    });
+    clearInterval(timer);
+    await writing;
+    await flush();
+    // What is in flight finishes (or waits in the broker, durable): give it the grace of a stop.
+    await Promise.race([Promise.all(handles), new Promise((resolve) => setTimeout(resolve, 5_000))]);
+    for (const child of children) child.process.send({ type: 'stop' });
+    const reports = await Promise.all(children.map((c) => c.report));
+    const elapsedS = (performance.now() - started) / 1000;
+    const stats = await front.broker.stats();
+    await front.state.waitForIndex(Number((await admin.query(`SELECT index FROM "${schema}".state_counter`)).rows[0].index));
+    const capacity = auditCapacity(front.state.snapshot());
+    const acked = reports.reduce((n, r) => n + r.acked, 0);
+    const failed = reports.reduce((n, r) => n + r.failed, 0);
+    const inBroker = stats.totalReady + stats.totalPending + stats.totalUnacked + stats.totalWaiting + stats.totalFailed;
+    const total = {
+      enqueued,
+      acked,
+      failed,
+      superseded: stats.totalCancelable,
+      leftInBroker: inBroker,
+      lost: enqueued - acked - stats.totalCancelable - (inBroker - stats.totalFailed) - failed,
+      perSecond: acked / elapsedS,
+      stateIndex: front.state.index,
+    };
+    const report = { config: { processes: cli.processes, threadsEach: cli.threads, workersEach: cli.workers, rate: cli.rate, durationS: cli.durationS, nodes: cli.nodes, jobs: cli.jobs, schema }, elapsedS, processes: reports, total, capacity };
+    if (cli.headless) {
+      process.stdout.write(`${JSON.stringify(report)}\n`);
+      return;
+    }
+    const int = (n: number): string => Math.round(n).toLocaleString('en-US');
+    const lines = [`tickpool cluster demo on PostgreSQL: ${cli.processes} processes, ${elapsedS.toFixed(1)} s`, ''];
+    for (const r of reports) {
+      lines.push(`  ${r.name.padEnd(6)} ${int(r.acked).padStart(9)} acked (${int(r.acked / elapsedS)}/s), ${int(r.failed)} failed, ${int(r.nacks)} nacks (${int(r.nackTimeouts)} timed out)`);
+    }
+    lines.push(
+      `  total  ${int(acked).padStart(9)} acked (${int(total.perSecond)}/s), ${int(failed)} failed, ${int(total.superseded)} superseded, ${int(total.leftInBroker)} left in the broker, ${int(total.lost)} lost (of ${int(enqueued)} enqueued)`,
+      `  state  index ${int(total.stateIndex)}; ${int(capacity.allocs)} allocations on ${int(capacity.nodes)} nodes, ${int(capacity.overcommitted)} overcommitted`,
+      '',
+    );
+    process.stdout.write(lines.join('\n'));
+  } finally {
+    for (const child of children) if (child.process.exitCode === null) child.process.kill('SIGKILL');
+    await front.stop();
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);
+    await admin.end();
+  }
+}
