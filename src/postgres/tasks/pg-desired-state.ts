@@ -19,19 +19,19 @@ import { staleClaimError, type TaskStoreContext } from './store-context.js';
 /** Times skipped in one `createNextRun` because they already had a run (after a takeover) before it gives up. */
 const MAX_SKIPS = 10_000;
 
-interface CreateRow {
+type CreateRow = {
   readonly outcome: 'stale' | 'moved' | 'exists' | 'created';
   readonly latest: number | null;
-}
+};
 
-interface TakeRow {
+type TakeRow = {
   readonly outcome: 'stale' | 'none' | 'taken';
   readonly run_id: string | null;
   readonly scheduled_for: number | null;
   readonly run_at: number | null;
   readonly attempts: number | null;
   readonly remaining: string | null;
-}
+};
 
 export class PgDesiredState implements DesiredState {
   readonly #c: TaskStoreContext;

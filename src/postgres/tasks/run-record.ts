@@ -3,7 +3,7 @@ import { RunCanceledError, ThreadExitedError } from '../../errors.js';
 import type { FinalRunStatus, RunRecord, RunStateChange, RunStatus } from '../../tasks/types.js';
 import { decodeError, decodeValue, type StoredError } from '../codec.js';
 
-export interface RunLogRow {
+export type RunLogRow = {
   readonly run_id: string;
   readonly task_id: string;
   readonly scheduled_for: number;
@@ -15,7 +15,7 @@ export interface RunLogRow {
   readonly error: StoredError | null;
   readonly value: Buffer | null;
   readonly history: Array<{ status: RunStatus; when: number; attempt: number; process?: string; error?: StoredError }>;
-}
+};
 
 export function runRecord(row: RunLogRow): RunRecord {
   const history: RunStateChange[] = row.history.map((entry) =>
