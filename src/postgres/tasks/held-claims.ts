@@ -56,6 +56,21 @@ export class HeldClaim {
     this.taken = taken;
   }
 
+  #starts: Promise<unknown> = Promise.resolve();
+
+  /**
+   * Runs `start` after the starts of this task's runs queued before it: attempts begin in the order they were asked
+   * to (a task's runs are created in order, and would otherwise race to the database on separate connections).
+   */
+  queueStart<T>(start: () => Promise<T>): Promise<T> {
+    const next = this.#starts.then(start, start);
+    this.#starts = next.then(
+      () => undefined,
+      () => undefined,
+    );
+    return next;
+  }
+
   /** The definition changed (declared again elsewhere): new runs take it; progress stays. */
   replace(task: Task, hash: string): void {
     this.task = task;

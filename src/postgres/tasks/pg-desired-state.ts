@@ -123,7 +123,7 @@ export class PgDesiredState implements DesiredState {
     const fence = this.#c.claims.run(runId);
     if (fence === undefined || fence.claim.taskId !== taskId) throw new InvalidStateError(`Expected run "${runId}" of task "${taskId}" to have been handed out here, but it was not`);
     const { claim } = fence;
-    const outcome = await fence.queue(async () => {
+    const outcome = await claim.queueStart(() => fence.queue(async () => {
       if (!claim.current) return 'stale';
       const [row] = await this.#c.db.query<{ outcome: string }>(
         `SELECT ${this.#c.S}.task_run_started($1, $2, $3, $4, $5, $6) AS outcome`,
@@ -131,7 +131,7 @@ export class PgDesiredState implements DesiredState {
         'a run start',
       );
       return row?.outcome;
-    });
+    }));
     if (outcome === 'stale') throw this.#stale(claim);
     if (outcome !== 'ok') throw new InvalidStateError(`Expected run "${runId}" of task "${taskId}" to be live under this claim, but the database has no such run`);
     fence.startedAttempt = attempt;
