@@ -92,8 +92,15 @@ describe('failover of tasks on PostgreSQL', { skip: skipWithoutDatabase }, () =>
         return ran.length >= expected[policy].length;
       });
       // Once the scheduler files the task for 7m, the desired state has said nothing else is due before it.
-      await waitFor('p filed for 7m', () => b.scheduler.taskStats('p')?.nextDue === 7 * MIN);
-      for (const e of b.executor.pending()) ran.push(e.queued.scheduledFor / MIN);
+      // (and none left in flight: a run may be starting after its creation filed the task).
+      await waitFor('p filed for 7m and idle', () => {
+        for (const e of b.executor.pending()) {
+          ran.push(e.queued.scheduledFor / MIN);
+          e.complete();
+        }
+        const stats = b.scheduler.taskStats('p');
+        return stats?.nextDue === 7 * MIN && stats.runs === 0;
+      });
       assert.deepEqual(ran, expected[policy]);
       const { rows } = await c.admin.query(`SELECT scheduled_for FROM ${c.names.S}.task_runs WHERE task_id = 'p' ORDER BY 1`);
       assert.deepEqual(rows.map((r: { scheduled_for: number }) => r.scheduled_for / MIN), [1, ...expected[policy]], 'one run row per time run');
