@@ -141,6 +141,12 @@ export class Database {
       },
     };
     let broken: unknown;
+    // A checked-out client's connection errors are ours to handle (the pool listens only to idle ones): without a
+    // listener a dropped connection would be an uncaught 'error' event. The query in progress rejects as well.
+    const onError = (error: Error): void => {
+      broken = error;
+    };
+    client.on('error', onError);
     try {
       await client.query('BEGIN');
       let result: T;
@@ -162,6 +168,7 @@ export class Database {
       if (broken === undefined && isUnavailable(error)) broken = error;
       throw backendError(error, operation);
     } finally {
+      client.off('error', onError);
       client.release(broken instanceof Error ? broken : broken === undefined ? undefined : true);
     }
   }

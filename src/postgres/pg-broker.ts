@@ -653,12 +653,12 @@ export class PgBroker implements BrokerBackend {
       // The connection broke with the ack on its way (it may have committed): re-read whether it landed, never ack twice.
       if (!(error instanceof BackendUnavailableError)) throw error;
       const landed = await this.#landed(id, token);
-      if (landed === 'acked') row = { status: 'ok', deliveries: this.#leases.byToken(token)?.deliveries ?? null, promoted: null, canceled: null };
+      if (landed === 'acked') row = { status: 'ok', deliveries: null, promoted: null, canceled: null };
       else if (landed === 'unacked') return this.#ack(id, token, result);
       else throw error;
     }
     if (row.status !== 'ok') throw refusalError(row.status, id, token);
-    this.settledAck(id, token, { value: result?.value, index, attempts, deliveries: row.deliveries ?? 0 });
+    this.settledAck(id, token, { value: result?.value, index, attempts, deliveries: row.deliveries ?? undefined });
     if (row.promoted !== null) this.settledPromotion(row.promoted, row.canceled);
   }
 
@@ -680,11 +680,13 @@ export class PgBroker implements BrokerBackend {
   settledAck(
     id: string,
     token: string,
-    outcome: { readonly value: unknown; readonly index: number; readonly attempts: number; readonly deliveries: number },
+    outcome: { readonly value: unknown; readonly index: number; readonly attempts: number; readonly deliveries: number | undefined },
   ): void {
     const held = this.#leases.byToken(token);
     if (held !== undefined) this.#leases.delete(held);
-    this.#outcomes.settle(id, (h) => h.acked(outcome.value, outcome.index, outcome.attempts, outcome.deliveries));
+    // Unknown (a cut-off commit that landed): the held delivery's own count is the one the database has.
+    const deliveries = outcome.deliveries ?? held?.deliveries ?? 0;
+    this.#outcomes.settle(id, (h) => h.acked(outcome.value, outcome.index, outcome.attempts, deliveries));
     if (held !== undefined && this.#events.hasListeners('broker:ack')) this.#events.emit('broker:ack', { evaluation: held.evaluation, token });
   }
 

@@ -472,7 +472,7 @@ export class PgPlans implements PlanBackend {
       const d = job.delivery;
       const acked = d?.ack !== undefined && rejected.length === 0 && this.#broker.jobOf(d.evaluationId, d.token) !== undefined;
       if (acked) {
-        this.#broker.settledAck(d.evaluationId, d.token, { value: d.ack!.value, index: entry?.index ?? this.#state.index, attempts: d.ack!.attempts ?? 1, deliveries: 0 });
+        this.#broker.settledAck(d.evaluationId, d.token, { value: d.ack!.value, index: entry?.index ?? this.#state.index, attempts: d.ack!.attempts ?? 1, deliveries: undefined });
       }
       job.resolve(
         Object.freeze({

@@ -19,11 +19,13 @@ export interface HarnessOptions {
   readonly evaluatePlan?: EvaluatePlan;
   readonly clock?: Clock;
   readonly pollMs?: number;
+  /** The database to connect to (default the test database; a proxy of it in fault tests). */
+  readonly url?: string;
 }
 
 /** An opened backend; `close()` it (the schema is the caller's to drop). */
 export async function openBackend(options: HarnessOptions): Promise<PostgresBackend> {
-  const factory = postgresBackend({ connectionString: databaseUrl!, schema: options.schema, pollMs: options.pollMs ?? 1000 });
+  const factory = postgresBackend({ connectionString: options.url ?? databaseUrl!, schema: options.schema, pollMs: options.pollMs ?? 1000 });
   const backend = factory.create({
     clock: options.clock ?? systemClock,
     logger: silentLogger,
