@@ -15,7 +15,7 @@ import { PgBroker } from './pg-broker.js';
 import { PgPlans } from './pg-plans.js';
 import { PgState } from './pg-state.js';
 import { Reaper } from './reaper.js';
-import { PgTaskStore } from './tasks/pg-task-store.js';
+import { checkClaimSettings, PgTaskStore } from './tasks/pg-task-store.js';
 
 /** The PostgreSQL backend's parts, with their own types (`engine.broker` is a `PgBroker`, and so on). */
 export interface PostgresBackend extends Backend {
@@ -47,6 +47,8 @@ export function postgresBackend(options: PostgresBackendOptions): BackendFactory
 }
 
 function createPostgresBackend(o: ResolvedPostgresOptions, context: BackendContext): PostgresBackend {
+  // Before anything is made: an engine refused here owns nothing yet.
+  if (context.claims !== undefined) checkClaimSettings(context.claims);
   const names: SchemaNames = schemaNames(o.schema);
   const nodeId = PgBroker.newNodeId();
   const logger = childLogger(context.logger, { component: 'postgres' });
@@ -97,6 +99,7 @@ function createPostgresBackend(o: ResolvedPostgresOptions, context: BackendConte
       broker.open();
       plans.open();
       reaper.start();
+      tasks.open();
     },
     async close(): Promise<void> {
       if (closed) return;

@@ -36,6 +36,20 @@ export interface PgTaskStoreOptions {
   readonly processName?: string;
 }
 
+/**
+ * Throws `InvalidOptionError` (`claimTtlMs`) when the lease is too short: a process cut off cancels its runs at half
+ * the lease, and a handler that ignores the cancel is terminated `cancelGraceMs` later; both must fit in the half
+ * lease before another process may claim the task.
+ */
+export function checkClaimSettings(settings: ClaimSettings): void {
+  const { claimTtlMs, tickMs, cancelGraceMs } = settings;
+  const { leaseMs } = leaseTiming(claimTtlMs, tickMs);
+  if (!(leaseMs / 2 > cancelGraceMs)) {
+    const least = Math.ceil((2 * cancelGraceMs + 1) / 0.8);
+    throw new InvalidOptionError('claimTtlMs', `at least ${least} ms with a shared backend (half its lease must exceed cancelGraceMs, ${cancelGraceMs} ms)`, claimTtlMs);
+  }
+}
+
 export class PgTaskStore implements SharedTaskBackend<PgDesiredState, PgRunLog> {
   readonly shared = true as const;
   readonly desiredState: PgDesiredState;
@@ -44,6 +58,10 @@ export class PgTaskStore implements SharedTaskBackend<PgDesiredState, PgRunLog> 
   readonly #context: TaskStoreContext;
   #keeper: ClaimKeeper | undefined;
   #closed = false;
+  /** Settles once the backend has opened (the schema is migrated) or closed without opening. */
+  readonly #opened: Promise<void>;
+  #open!: () => void;
+  #neverOpened!: (error: Error) => void;
 
   constructor(options: PgTaskStoreOptions) {
     this.#o = options;
@@ -55,6 +73,12 @@ export class PgTaskStore implements SharedTaskBackend<PgDesiredState, PgRunLog> 
       logger: options.logger,
       staleClaim: () => this.#keeper?.recheck(),
     };
+    this.#opened = new Promise<void>((resolve, reject) => {
+      this.#open = resolve;
+      this.#neverOpened = reject;
+    });
+    // Declarations made before the engine starts wait for it; nobody may await them at all.
+    this.#opened.catch(() => undefined);
     this.desiredState = new PgDesiredState(this.#context);
     this.runLog = new PgRunLog(this.#context);
     options.listener?.subscribe(options.names.channel('tasks'), {
@@ -70,14 +94,8 @@ export class PgTaskStore implements SharedTaskBackend<PgDesiredState, PgRunLog> 
 
   attach(scheduler: TaskScheduler, settings: ClaimSettings): void {
     if (this.#keeper !== undefined) throw new InvalidStateError('Expected a PostgreSQL task store to be attached to one task scheduler, but it already is');
-    const { claimTtlMs, tickMs, cancelGraceMs } = settings;
-    // A process cut off cancels its runs at half the lease; a handler that ignores the cancel is terminated
-    // `cancelGraceMs` later. Both must fit in the half lease before another process may claim the task.
-    const { leaseMs } = leaseTiming(claimTtlMs, tickMs);
-    if (!(leaseMs / 2 > cancelGraceMs)) {
-      const least = Math.ceil((2 * cancelGraceMs + 1) / 0.8);
-      throw new InvalidOptionError('claimTtlMs', `at least ${least} ms with a shared backend (half its lease must exceed cancelGraceMs, ${cancelGraceMs} ms)`, claimTtlMs);
-    }
+    checkClaimSettings(settings);
+    const { claimTtlMs, tickMs } = settings;
     const keeper = new ClaimKeeper({
       context: this.#context,
       scheduler,
@@ -95,25 +113,40 @@ export class PgTaskStore implements SharedTaskBackend<PgDesiredState, PgRunLog> 
     if (scheduler.state === 'running') keeper.start();
   }
 
+  /** The backend has opened: the schema is there, declarations and removals go ahead. */
+  open(): void {
+    this.#open();
+  }
+
+  /**
+   * Declares a task (see `SharedTaskBackend`). Made before the engine has started, it waits for the start (and
+   * rejects with `InvalidStateError` when the engine stops without having started).
+   */
   declareTask(task: Task, meta: TaskMeta): Promise<void> {
     if (this.#closed) return Promise.reject(new InvalidStateError('Expected an open task store to declare a task into, but it is closed'));
     // Thrown here, synchronously: a payload that cannot be stored is bad input, like a malformed task.
     const definition = encodeDefinition(task);
     const start = meta.latestCompleted ?? this.#o.clock.now();
-    return this.#o.db
-      .query<{ outcome: string }>(
+    return this.#opened
+      .then(() => this.#o.db.query<{ outcome: string }>(
         `SELECT ${this.#o.names.S}.task_declare($1, $2, $3, $4, $5, $6) AS outcome`,
         [task.id, definition.bytes, definition.hash, task.retry ?? 0, start, meta.latestCompleted ?? null],
         'a task declaration',
-      )
+      ))
       .then(([row]) => {
         // Claim it, or take its new definition, without waiting for the next round.
         if (row?.outcome !== 'same') this.#keeper?.kick();
       });
   }
 
-  async removeTask(taskId: string): Promise<boolean> {
+  /** Deletes a task everywhere (see `SharedTaskBackend`); a bad id is thrown synchronously. */
+  removeTask(taskId: string): Promise<boolean> {
     if (typeof taskId !== 'string' || taskId.length === 0) throw new InvalidArgumentError('taskId', 'a task id', taskId);
+    return this.#remove(taskId);
+  }
+
+  async #remove(taskId: string): Promise<boolean> {
+    await this.#opened;
     const [row] = await this.#o.db.query<{ removed: boolean }>(`SELECT ${this.#o.names.S}.task_remove($1) AS removed`, [taskId], 'a task removal');
     await this.#keeper?.drop(taskId);
     return row?.removed === true;
@@ -123,6 +156,7 @@ export class PgTaskStore implements SharedTaskBackend<PgDesiredState, PgRunLog> 
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#neverOpened(new InvalidStateError('Expected the engine to start before its tasks were declared or removed, but it stopped'));
     await this.#keeper?.close();
   }
 }

@@ -85,6 +85,7 @@ export async function cluster(start = Date.UTC(2030, 0, 1)): Promise<Cluster> {
         slots: SlotTable.create({ initialSlots: 256 }),
         backoff: { baselineMs: 100, limitMs: 1000, factor: 2 },
       });
+      store.open();
       store.attach(scheduler, { claimTtlMs: options.claimTtlMs ?? 2000, tickMs: options.tickMs ?? 200, cancelGraceMs: 100 });
       await listener?.start();
       scheduler.start();
