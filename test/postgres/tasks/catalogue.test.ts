@@ -115,6 +115,21 @@ describe('the shared task catalogue on PostgreSQL', { skip: skipWithoutDatabase 
     await retried.done;
   });
 
+  test('a run given up before it began (a hand-over, a stop) is queued again, not finished: its time still runs', async () => {
+    const a = await c.node();
+    await a.store.declareTask(validateTask({ id: 'q', every: '1h', maxConcurrency: 1, handler: 'h' }), { latestCompleted: 0 });
+    await waitFor('a holds q', () => held(a) === 1);
+    // Asked directly (the scheduler's clock is still before the first hour): the 1h run is created…
+    const { created } = await a.store.desiredState.createNextRun('q', 61 * MIN);
+    assert.equal(created.scheduledFor, 60 * MIN);
+    // …and ends canceled before any attempt of it began.
+    await a.store.desiredState.finishRun('q', created.runId, { status: 'canceled', when: 61 * MIN, attempt: 0 });
+    const { rows } = await c.admin.query(`SELECT r.status, s.latest_completed FROM ${c.names.S}.task_runs r JOIN ${c.names.S}.task_state s USING (task_id)`);
+    assert.deepEqual(rows[0], { status: 'queued', latest_completed: 0 }, 'queued again, and not completed');
+    const again = await a.store.desiredState.createNextRun('q', 62 * MIN);
+    assert.equal(again.created.runId, created.runId, 'the same run, handed out again');
+  });
+
   test('the run log keeps runLogLimit runs per task, the newest', async () => {
     const a = await c.node({ runLogLimit: 3 });
     await a.store.declareTask(validateTask({ id: 'l', every: '1m', maxConcurrency: 1, handler: 'h' }), { latestCompleted: 0 });

@@ -52,6 +52,11 @@ describe('failover of tasks on PostgreSQL', { skip: skipWithoutDatabase }, () =>
         const retried = record.history.find((h) => h.status === 'scheduled' && h.attempt === 2);
         assert.ok(retried?.error instanceof ThreadExitedError);
         assert.ok(retried.error.message.includes(lost), retried.error.message);
+        // b plans from latestCompleted (0): the 1m time has its run already, so it is not created again.
+        await waitFor('x filed for 2m and idle', () => b.scheduler.taskStats('x')?.nextDue === 2 * MIN && b.scheduler.taskStats('x')?.runs === 0);
+        assert.equal(b.executor.executions.length, 1, 'the 1m time ran once here');
+        const { rows } = await c.admin.query(`SELECT count(*)::int AS n FROM ${c.names.S}.task_runs WHERE task_id = 'x'`);
+        assert.equal(rows[0].n, 1);
       } else {
         await waitFor('the run is failed', async () => (await b.store.runLog.findRun('x', runId))?.finalStatus === 'failed');
         const record = (await b.store.runLog.findRun('x', runId))!;
