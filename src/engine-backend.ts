@@ -16,6 +16,7 @@ export function createBackend(o: ResolvedEngineOptions): Backend {
     tables: o.tables,
     evaluatePlan: o.evaluatePlan,
     broker: { ...o.broker, knownTypes: Object.keys(o.schedulers), maxPayloadBytes: o.maxPayloadBytes },
+    claims: { claimTtlMs: o.claimTtlMs, tickMs: o.tickMs, cancelGraceMs: o.cancelGraceMs },
   });
   assertBackend(factory.name, backend);
   return backend;

@@ -71,6 +71,8 @@ export class Engine<B extends Backend = MemoryBackend> {
       registry: o.registry,
       backoff: o.backoff,
       tickMs: o.tickMs,
+      claimTtlMs: o.claimTtlMs,
+      cancelGraceMs: o.cancelGraceMs,
     });
     this.#taskScheduler = taskSchedulerOf(this.tasks);
     const abortLost = (id: string, cause: unknown): void => this.#abort(id, cause);

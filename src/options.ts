@@ -115,6 +115,12 @@ export interface EngineOptions {
    */
   readonly tickMs?: number;
   /**
+   * Lease of a task claim with a shared backend (PostgreSQL), ms: the tasks of a process that died are claimed by the
+   * others within this long, and a process that cannot renew its claims cancels their runs at half of it.
+   * @default 10000
+   */
+  readonly claimTtlMs?: number;
+  /**
    * Piscina `resourceLimits` for every pool thread.
    * @default none (Node's own limits)
    */
@@ -154,6 +160,7 @@ export const engineDefaults = Object.freeze({
   idleTimeoutMs: 30_000,
   idleSpinUs: 0,
   tickMs: 1_000,
+  claimTtlMs: 10_000,
   maxPayloadBytes: 1_048_576,
   /** Workers per pool thread when `workers` is not set: enough in flight to fill every thread's batch. */
   workersPerThread: 128,
@@ -181,6 +188,7 @@ export interface ResolvedEngineOptions {
   readonly tables: readonly string[];
   readonly evaluatePlan: EvaluatePlan | undefined;
   readonly tickMs: number;
+  readonly claimTtlMs: number;
   readonly resourceLimits: ResourceLimits | undefined;
   readonly maxPayloadBytes: number;
   readonly logger: Logger;
@@ -287,7 +295,7 @@ function object(key: string, value: unknown): Record<string, unknown> | undefine
 
 const knownKeys: readonly string[] = [
   'backend', 'threads', 'workers', 'schedulers', 'handlers', 'backoff', 'broker', 'dequeueTimeoutMs', 'syncLimitMs', 'maxPlanAttempts',
-  'cancelGraceMs', 'batchSize', 'idleTimeoutMs', 'idleSpinUs', 'tables', 'evaluatePlan', 'tickMs', 'resourceLimits', 'maxPayloadBytes',
+  'cancelGraceMs', 'batchSize', 'idleTimeoutMs', 'idleSpinUs', 'tables', 'evaluatePlan', 'tickMs', 'claimTtlMs', 'resourceLimits', 'maxPayloadBytes',
   'logger', 'registry', 'clock',
 ];
 
@@ -350,6 +358,7 @@ export function resolveEngineOptions(options: unknown): ResolvedEngineOptions {
     tables: tables as string[],
     evaluatePlan: evaluatePlan as EvaluatePlan | undefined,
     tickMs: integer(o, 'tickMs', 1, 86_400_000, d.tickMs),
+    claimTtlMs: integer(o, 'claimTtlMs', 100, 3_600_000, d.claimTtlMs),
     resourceLimits: limits as ResourceLimits | undefined,
     maxPayloadBytes: integer(o, 'maxPayloadBytes', 1, 2 ** 31 - 1, d.maxPayloadBytes),
     logger,

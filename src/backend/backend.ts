@@ -13,7 +13,7 @@ import type { EvaluatePlan } from '../state/types.js';
 import type { MaybePromise } from '../tasks/maybe-promise.js';
 import type { BrokerBackend } from './broker-backend.js';
 import type { PlanBackend, StateBackend } from './state-backend.js';
-import type { TaskBackend } from './task-backend.js';
+import type { ClaimSettings, TaskBackend } from './task-backend.js';
 
 /** The broker settings an engine hands its backend: the user's `broker` options, its known types and payload limit. */
 export interface BrokerSettings extends Omit<EvalBrokerOptions, 'clock' | 'logger' | 'registry' | 'extendNackDeadline' | 'validatePayload'> {
@@ -34,6 +34,8 @@ export interface BackendContext {
   /** The user's plan check, run by the plan committer after the version check. */
   readonly evaluatePlan: EvaluatePlan | undefined;
   readonly broker: BrokerSettings;
+  /** The engine's claim settings, for a backend whose task store is shared (checked when it is created). */
+  readonly claims?: ClaimSettings;
 }
 
 /**

@@ -5,5 +5,5 @@ export type { Backend, BackendContext, BackendFactory, BrokerSettings } from './
 export { isBackendFactory } from './backend.js';
 export type { BrokerBackend, DeliveryRef, DequeueCallback, LeaseKeeper } from './broker-backend.js';
 export type { ChangeFeed, PlanBackend, PlanDelivery, PlanOutcome, StateBackend } from './state-backend.js';
-export type { StoredTask, TaskBackend } from './task-backend.js';
+export type { ClaimSettings, LocalTaskBackend, SharedTaskBackend, StoredTask, TaskBackend } from './task-backend.js';
 export type { MaybePromise } from '../tasks/maybe-promise.js';

@@ -1,10 +1,16 @@
 /**
  * The task store seam: where the engine's task scheduler keeps its tasks, their desired runs (`DesiredState`) and
- * the run log (`LogWriter`). `MemoryDesiredState` and `MemoryRunLog` are the in-memory implementations. The
- * scheduler already takes either answer form (`MaybePromise`) from `DesiredState` and `LogWriter`, and calls into
- * one task serially; what it adds here is the catalogue of tasks that `engine.tasks.add`/`remove` write.
+ * the run log (`LogWriter`). The scheduler takes either answer form (`MaybePromise`) from `DesiredState` and
+ * `LogWriter`, and calls into one task serially; what a store adds is the catalogue of tasks that
+ * `engine.tasks.add`/`remove` write, and who decides which tasks this process runs:
+ * - a local store (`MemoryTaskStore`): this process runs every task it holds; `add` stores and claims in one
+ *   synchronous call;
+ * - a shared store (PostgreSQL): many engine processes share one catalogue; `add` declares a task into it, and the
+ *   store's claim keeper decides which of the tasks this process claims (leases with a fencing epoch), claiming them
+ *   into, and releasing them from, the scheduler it is attached to.
  */
-import type { Task } from '../tasks/task.js';
+import type { Task, TaskMeta } from '../tasks/task.js';
+import type { TaskScheduler } from '../tasks/task-scheduler.js';
 import type { DesiredState, LogWriter } from '../tasks/types.js';
 import type { MaybePromise } from '../tasks/maybe-promise.js';
 
@@ -19,11 +25,16 @@ export interface StoredTask {
   undo(): void;
 }
 
-export interface TaskBackend<S extends DesiredState = DesiredState, L extends LogWriter = LogWriter> {
+interface TaskStoreParts<S extends DesiredState, L extends LogWriter> {
   /** Creates and finishes runs (InfluxDB's `CreateNextRun`/`FinishRun`, manual runs), per task serially. */
   readonly desiredState: S;
   /** Every run's state changes; `findRun` makes `retryRun` possible. */
   readonly runLog: L;
+}
+
+/** A store of this process alone: every task it holds is claimed here. */
+export interface LocalTaskBackend<S extends DesiredState = DesiredState, L extends LogWriter = LogWriter> extends TaskStoreParts<S, L> {
+  readonly shared?: false;
   /**
    * Stores (or replaces) a task, validated synchronously (`InvalidTaskError` naming the field: thrown, nothing
    * stored). A new task starts after `meta.latestCompleted` (default: now); a replaced one keeps its progress, which
@@ -36,3 +47,40 @@ export interface TaskBackend<S extends DesiredState = DesiredState, L extends Lo
    */
   deleteTask(taskId: string): MaybePromise<void>;
 }
+
+/** What the engine tells a shared store's claim keeper. */
+export interface ClaimSettings {
+  /**
+   * Lease of a claim, ms: a process that dies loses its claims this long after its last renewal, and one that
+   * cannot renew cancels its runs at half of it.
+   */
+  readonly claimTtlMs: number;
+  /** The engine's task tick, ms: the claim keeper looks at the catalogue at least this often. */
+  readonly tickMs: number;
+  /** How long canceled work may run before its thread is terminated, ms: it must fit in half the lease. */
+  readonly cancelGraceMs: number;
+}
+
+/** A store shared by many engine processes: the catalogue is the database's, the claims are leases. */
+export interface SharedTaskBackend<S extends DesiredState = DesiredState, L extends LogWriter = LogWriter> extends TaskStoreParts<S, L> {
+  readonly shared: true;
+  /**
+   * Declares a validated task, idempotently: a new id is stored (starting after `meta.latestCompleted`, default:
+   * now); the same id with the same definition changes nothing; a changed definition replaces the stored one from
+   * its next run on, wherever it runs (its progress kept; `meta` only moves it forward). Resolves after the commit.
+   */
+  declareTask(task: Task, meta: TaskMeta): Promise<void>;
+  /**
+   * Deletes a task everywhere, its runs (queued and logged) with it; resolves false when there was none. The process
+   * that runs it cancels its runs in flight within one tick; when that is this process, the promise resolves once
+   * they have stopped.
+   */
+  removeTask(taskId: string): Promise<boolean>;
+  /**
+   * Hands the store the scheduler to claim tasks into (once, before the engine starts). The store claims while the
+   * scheduler runs, and gives back what it holds when it is closed.
+   */
+  attach(scheduler: TaskScheduler, settings: ClaimSettings): void;
+}
+
+export type TaskBackend<S extends DesiredState = DesiredState, L extends LogWriter = LogWriter> = LocalTaskBackend<S, L> | SharedTaskBackend<S, L>;

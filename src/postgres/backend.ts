@@ -1,12 +1,11 @@
 /**
  * `postgresBackend()`: the factory of PostgreSQL backends. Each engine it is given to gets its own parts (a broker,
  * a state store with its replica, a plan committer, a reaper, a LISTEN connection) on one shared schema; any number
- * of engine processes on any number of machines may share it. Tasks stay in each process's memory in this version
- * (the task store seam is not yet backed by the database).
+ * of engine processes on any number of machines may share it, tasks included: they are declared into a shared
+ * catalogue and claimed by the processes in fair shares (`tasks/`).
  */
 import type { Backend, BackendContext, BackendFactory } from '../backend/backend.js';
 import { childLogger } from '../observability/logger.js';
-import { MemoryTaskStore } from '../tasks/memory-task-store.js';
 import { backendError, Database } from './database.js';
 import { Listener } from './listener.js';
 import { migrate } from './migrate.js';
@@ -16,13 +15,14 @@ import { PgBroker } from './pg-broker.js';
 import { PgPlans } from './pg-plans.js';
 import { PgState } from './pg-state.js';
 import { Reaper } from './reaper.js';
+import { checkClaimSettings, PgTaskStore } from './tasks/pg-task-store.js';
 
 /** The PostgreSQL backend's parts, with their own types (`engine.broker` is a `PgBroker`, and so on). */
 export interface PostgresBackend extends Backend {
   readonly broker: PgBroker;
   readonly state: PgState;
   readonly plans: PgPlans;
-  readonly tasks: MemoryTaskStore;
+  readonly tasks: PgTaskStore;
   /** This backend instance's id: the origin of what it enqueues, the holder of what it dequeues. */
   readonly nodeId: string;
   /** The schema it runs on. */
@@ -47,6 +47,8 @@ export function postgresBackend(options: PostgresBackendOptions): BackendFactory
 }
 
 function createPostgresBackend(o: ResolvedPostgresOptions, context: BackendContext): PostgresBackend {
+  // Before anything is made: an engine refused here owns nothing yet.
+  if (context.claims !== undefined) checkClaimSettings(context.claims);
   const names: SchemaNames = schemaNames(o.schema);
   const nodeId = PgBroker.newNodeId();
   const logger = childLogger(context.logger, { component: 'postgres' });
@@ -72,7 +74,7 @@ function createPostgresBackend(o: ResolvedPostgresOptions, context: BackendConte
   });
   broker.subscribe();
   listener.subscribe(names.channels.state, { onNotify: () => state.hint(), onConnect: () => state.hint() });
-  const tasks = new MemoryTaskStore({ clock });
+  const tasks = new PgTaskStore({ db, names, logger, clock, runLogLimit: o.runLogLimit, listener });
 
   let opened = false;
   let closed = false;
@@ -97,10 +99,13 @@ function createPostgresBackend(o: ResolvedPostgresOptions, context: BackendConte
       broker.open();
       plans.open();
       reaper.start();
+      tasks.open();
     },
     async close(): Promise<void> {
       if (closed) return;
       closed = true;
+      // First: its claims are given back while the database is still there (the task scheduler has stopped).
+      await tasks.close();
       await plans.stop();
       await reaper.close();
       await broker.close();

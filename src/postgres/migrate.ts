@@ -8,6 +8,7 @@ import { SchemaVersionError } from '../errors.js';
 import type { Database } from './database.js';
 import type { SchemaNames } from './names.js';
 import { schemaV1 } from './schema-v1.js';
+import { tasksSchema } from './tasks/schema.js';
 
 export interface Migration {
   readonly version: number;
@@ -16,6 +17,7 @@ export interface Migration {
 
 export const migrations: readonly Migration[] = Object.freeze([
   { version: 1, sql: (n: SchemaNames) => schemaV1(n.S, n.K, n.channel) },
+  { version: 2, sql: (n: SchemaNames) => tasksSchema(n.S, n.channel) },
 ]);
 
 /** The schema version this code writes and reads. */

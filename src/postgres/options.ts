@@ -24,6 +24,11 @@ export interface PostgresBackendOptions {
    * @default 1000
    */
   readonly pollMs?: number;
+  /**
+   * Runs kept per task in the shared run log (`engine.tasks.runLog.runs(id)`); older ended runs are dropped.
+   * @default 100
+   */
+  readonly runLogLimit?: number;
 }
 
 /** What the backend needs of a `pg.Pool` (checked by shape: the caller's copy of `pg` may not be ours). */
@@ -41,16 +46,17 @@ export interface ResolvedPostgresOptions {
   readonly pool: PoolLike | undefined;
   readonly schema: string;
   readonly pollMs: number;
+  readonly runLogLimit: number;
 }
 
-export const postgresDefaults = Object.freeze({ schema: 'tickpool', pollMs: 1000 });
+export const postgresDefaults = Object.freeze({ schema: 'tickpool', pollMs: 1000, runLogLimit: 100 });
 
 /** Lowercase so that it needs no quoting anywhere; short so that `<schema>_<channel>` stays within 63 bytes. */
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,39}$/;
 
 export function resolvePostgresOptions(options: unknown): ResolvedPostgresOptions {
-  const o = optionsObject(options, 'an object { connectionString | pool, schema?, pollMs? }');
-  assertKnownKeys('', o, ['connectionString', 'pool', 'schema', 'pollMs']);
+  const o = optionsObject(options, 'an object { connectionString | pool, schema?, pollMs?, runLogLimit? }');
+  assertKnownKeys('', o, ['connectionString', 'pool', 'schema', 'pollMs', 'runLogLimit']);
   const { connectionString, pool } = o;
   if (connectionString === undefined && pool === undefined) {
     throw new InvalidOptionError('connectionString', 'a PostgreSQL connection string, or a `pool` option instead', connectionString);
@@ -72,11 +78,16 @@ export function resolvePostgresOptions(options: unknown): ResolvedPostgresOption
   if (typeof pollMs !== 'number' || !Number.isInteger(pollMs) || pollMs < 10 || pollMs > 3_600_000) {
     throw new InvalidOptionError('pollMs', 'an integer number of ms from 10 to 3600000', pollMs);
   }
+  const runLogLimit = o['runLogLimit'] ?? postgresDefaults.runLogLimit;
+  if (typeof runLogLimit !== 'number' || !Number.isInteger(runLogLimit) || runLogLimit < 1 || runLogLimit > 100_000) {
+    throw new InvalidOptionError('runLogLimit', 'an integer from 1 to 100000', runLogLimit);
+  }
   return {
     connectionString: connectionString as string | undefined,
     pool: pool as PoolLike | undefined,
     schema,
     pollMs,
+    runLogLimit,
   };
 }
 

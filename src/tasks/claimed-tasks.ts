@@ -74,6 +74,12 @@ export class ClaimedTasks {
     this.#claimed.set(task.id, index);
   }
 
+  /** A claimed entry's task replaced (same id), runs and epoch kept: new runs use `task` and `slotBase`. */
+  replace(index: number, task: Task, slotBase: number): void {
+    this.#tasks[index] = task;
+    this.#slotBase[index] = slotBase;
+  }
+
   /** CLAIMED → DRAINING, ending the claim's epoch. */
   release(index: number): void {
     const id = this.#tasks[index]!.id;

@@ -1,15 +1,18 @@
 /**
  * `engine.tasks`: the engine's task scheduler, on the engine's pool and slot table, with the backend's task store
- * (in memory: `MemoryDesiredState` and the queryable `MemoryRunLog`) and the `PoolExecutor`. A face over a
- * `TaskScheduler` it owns rather than a subclass of one: tasks come and go only through `add`/`remove`, which store
- * and claim (or release and delete) in one call, so a claim without a stored task (or the reverse) cannot happen,
- * and the scheduler's lifecycle (`tick`, `start`, `stop`) stays the engine's.
+ * (in memory: `MemoryDesiredState` and the queryable `MemoryRunLog`; PostgreSQL: tasks shared by every engine
+ * process) and the `PoolExecutor`. A face over a `TaskScheduler` it owns rather than a subclass of one: tasks come
+ * and go only through `add`/`remove`, and the scheduler's lifecycle (`tick`, `start`, `stop`) stays the engine's.
+ *
+ * With a local store `add` stores and claims in one synchronous call, so a claim without a stored task (or the
+ * reverse) cannot happen. With a shared store `add` declares the task into the shared catalogue (a promise) and the
+ * store's claim keeper decides which tasks this process claims.
  */
-import type { TaskBackend } from '../backend/task-backend.js';
+import type { LocalTaskBackend, SharedTaskBackend, TaskBackend } from '../backend/task-backend.js';
 import type { ResolvedBackoffOptions } from '../backoff.js';
 import type { Clock } from '../clock.js';
 import type { TypedEmitter } from '../events.js';
-import { RunCanceledError, TaskAlreadyClaimedError } from '../errors.js';
+import { RunCanceledError, TaskNotFoundError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Registry } from '../observability/metrics.js';
 import type { ThreadPool } from '../pool/thread-pool.js';
@@ -17,11 +20,15 @@ import type { SlotTable } from '../slots/slot-table.js';
 import type { MemoryTaskStore } from './memory-task-store.js';
 import { PoolExecutor } from './pool-executor.js';
 import type { TaskSchedulerEvents } from './scheduler-events.js';
-import type { Task, TaskInput, TaskMeta } from './task.js';
+import { sameTaskDefinition } from './task-definition.js';
+import { validateTask, validateTaskMeta, type Task, type TaskInput, type TaskMeta } from './task.js';
 import { TaskScheduler } from './task-scheduler.js';
 import type { SchedulerStateValue, TaskSchedulerStats, TaskStats } from './scheduler-state.js';
 import type { ForcedRun } from './types.js';
 import { isPromiseLike } from './maybe-promise.js';
+
+/** What `add` answers: the task itself with a local store, a promise of it (resolved after the commit) with a shared one. */
+export type AddedTask<T extends TaskBackend> = T extends SharedTaskBackend ? Promise<Task> : Task;
 
 export interface EngineTasksOptions<T extends TaskBackend> {
   /** Where tasks, their runs and the run log are kept. */
@@ -34,6 +41,10 @@ export interface EngineTasksOptions<T extends TaskBackend> {
   readonly registry: Registry;
   readonly backoff: ResolvedBackoffOptions;
   readonly tickMs: number;
+  /** Lease of a shared store's claims, ms (`createEngine({ claimTtlMs })`). */
+  readonly claimTtlMs: number;
+  /** How long canceled work may run before its thread is terminated, ms (`createEngine({ cancelGraceMs })`). */
+  readonly cancelGraceMs: number;
 }
 
 /** The scheduler behind each `EngineTasks`, for the engine that drives its lifecycle. */
@@ -69,6 +80,9 @@ export class EngineTasks<T extends TaskBackend = MemoryTaskStore> {
     this.desiredState = store.desiredState;
     this.runLog = store.runLog;
     schedulers.set(this, this.#scheduler);
+    if (store.shared === true) {
+      store.attach(this.#scheduler, { claimTtlMs: options.claimTtlMs, tickMs: options.tickMs, cancelGraceMs: options.cancelGraceMs });
+    }
   }
 
   /** Typed events: `task:run:finish`, `task:run:retry`, `task:error`, … */
@@ -87,33 +101,59 @@ export class EngineTasks<T extends TaskBackend = MemoryTaskStore> {
   }
 
   /**
-   * Stores the task (validated synchronously) and claims it. Returns the validated task. When the claim fails (the
-   * slot table cannot hold `maxConcurrency` more slots) the store is left as it was: a task that was not stored is
-   * removed, one that was (unclaimed) is put back with its progress. Typed as `TaskInput` for callers; checked at run
-   * time all the same (`InvalidTaskError`), for callers the compiler does not see.
+   * Adds a task, idempotently: the same id with the same definition changes nothing (every process of a service may
+   * declare its tasks at start-up), a changed definition replaces the task from its next run on (runs in flight end
+   * with the one they started with). Validated synchronously (`InvalidTaskError`, thrown: nothing stored); typed as
+   * `TaskInput` for callers and checked at run time all the same, for callers the compiler does not see.
+   *
+   * A local store stores and claims here and returns the validated task. When the claim fails (the slot table
+   * cannot hold `maxConcurrency` more slots) the store is left as it was: a task that was not stored is removed, one
+   * that was is put back with its progress. A shared store declares it in the shared catalogue and resolves with the
+   * task after the commit; which process runs it is the store's claim keeper's decision.
    */
-  add(task: TaskInput, meta?: TaskMeta): Task {
-    const id = (task as { id?: unknown } | null | undefined)?.id;
-    if (typeof id === 'string' && this.#scheduler.taskStats(id)?.state === 'claimed') throw new TaskAlreadyClaimedError(id);
-    const put = this.#store.storeTask(task, meta);
+  add(task: TaskInput, meta?: TaskMeta): AddedTask<T> {
+    const store = this.#store as TaskBackend;
+    if (store.shared === true) {
+      const valid = validateTask(task);
+      const progress = validateTaskMeta(meta);
+      return store.declareTask(valid, progress).then(() => valid) as AddedTask<T>;
+    }
+    return this.#addLocally(store, task, meta) as AddedTask<T>;
+  }
+
+  #addLocally(store: LocalTaskBackend, task: TaskInput, meta: TaskMeta | undefined): Task {
+    const valid = validateTask(task);
+    const claimed = this.#scheduler.claimedTask(valid.id);
+    if (claimed !== undefined && sameTaskDefinition(claimed, valid)) return claimed;
+    const put = store.storeTask(valid, meta);
     try {
-      this.#scheduler.claimTask(put.task, meta);
+      if (claimed === undefined) this.#scheduler.claimTask(put.task, meta);
+      else this.#scheduler.replaceTask(put.task);
     } catch (error) {
       // A claim that took effect before something after it threw (a throwing clock) needs its task stored.
-      if (this.#scheduler.taskStats(put.task.id)?.state !== 'claimed') put.undo();
+      if (this.#scheduler.claimedTask(put.task.id) !== put.task) put.undo();
       throw error;
     }
     return put.task;
   }
 
   /**
-   * Releases the task (canceling its runs in flight) and deletes it from the store. Resolves once its canceled
-   * runs have stopped. Its manual runs that had not ended reject their `done` with `RunCanceledError`. Throws
-   * `TaskNotClaimedError` when it is not claimed.
+   * Deletes the task, canceling its runs in flight. Its manual runs that had not ended reject their `done` with
+   * `RunCanceledError`. A local store releases it here and resolves once its canceled runs have stopped (throws
+   * `TaskNotClaimedError` when it is not claimed). A shared store deletes it everywhere: the process that runs it
+   * cancels its runs within one tick; the promise resolves after the commit, and once the runs here have stopped
+   * when this process ran it; it rejects with `TaskNotFoundError` when the catalogue has no such task.
    */
   remove(taskId: string): Promise<void> {
+    const store = this.#store as TaskBackend;
+    if (store.shared === true) {
+      return store.removeTask(taskId).then((found) => {
+        this.#scheduler.rejectForcedRuns((run) => new RunCanceledError(run.taskId, run.runId), taskId);
+        if (!found) throw new TaskNotFoundError(taskId);
+      });
+    }
     const stopped = this.#scheduler.releaseTask(taskId);
-    const deleted = this.#store.deleteTask(taskId);
+    const deleted = store.deleteTask(taskId);
     this.#scheduler.rejectForcedRuns((run) => new RunCanceledError(run.taskId, run.runId), taskId);
     // A store that deletes asynchronously: resolved once both the runs stopped and the task is gone.
     return isPromiseLike(deleted) ? Promise.all([stopped, deleted]).then(() => undefined) : stopped;

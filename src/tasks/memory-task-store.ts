@@ -2,12 +2,12 @@
  * The in-memory task store: a `MemoryDesiredState` (tasks, their progress, runs) and a `MemoryRunLog`, synchronous
  * throughout. The default `TaskBackend` of an engine.
  */
-import type { TaskBackend, StoredTask } from '../backend/task-backend.js';
+import type { LocalTaskBackend, StoredTask } from '../backend/task-backend.js';
 import type { Clock } from '../clock.js';
 import { MemoryDesiredState, putTaskUndoably } from './memory-desired-state.js';
 import { MemoryRunLog } from './memory-run-log.js';
 
-export class MemoryTaskStore implements TaskBackend<MemoryDesiredState, MemoryRunLog> {
+export class MemoryTaskStore implements LocalTaskBackend<MemoryDesiredState, MemoryRunLog> {
   readonly desiredState: MemoryDesiredState;
   readonly runLog: MemoryRunLog;
 

@@ -15,7 +15,7 @@ import type { TaskSchedulerEvents } from './scheduler-events.js';
 import type { SchedulerMetrics, SchedulerOperation } from './scheduler-metrics.js';
 import type { ResolvedTaskSchedulerOptions } from './scheduler-options.js';
 import { taskDefaults } from './task.js';
-import { RunStatus, type FinalRunStatus, type RunPromise, type RunResult } from './types.js';
+import { RunStatus, type FinalRunStatus, type RunEnding, type RunPromise, type RunResult } from './types.js';
 
 /** What a run needs of its scheduler. */
 export interface RunHost {
@@ -81,6 +81,38 @@ export class RunLifecycle {
       this.end(run, RunStatus.CANCELED, this.#host.canceledError(run), undefined, undefined);
       return;
     }
+    const desiredState = this.#host.options.desiredState;
+    if (desiredState.startRun === undefined) {
+      this.#handOver(run);
+      return;
+    }
+    // A shared store records the start (fenced by the claim) before the attempt may begin: a start it refuses never
+    // runs, and one it recorded is known to whoever settles the run after this process is lost.
+    let gate: MaybePromise<void>;
+    try {
+      gate = desiredState.startRun(queued.taskId, queued.runId, run.attempt, now);
+    } catch (error) {
+      this.#executeFailed(run, error);
+      return;
+    }
+    const attempt = run.attempt;
+    settle(
+      gate,
+      () => {
+        if (run.phase !== RunPhase.EXECUTING || run.attempt !== attempt) return;
+        if (run.canceled) this.end(run, RunStatus.CANCELED, this.#host.canceledError(run), undefined, undefined);
+        else this.#handOver(run);
+      },
+      (error) => {
+        if (run.phase === RunPhase.EXECUTING && run.attempt === attempt) this.#executeFailed(run, error);
+      },
+      this.#host.internalHandler,
+    );
+  }
+
+  /** The attempt goes to the executor. */
+  #handOver(run: ActiveRun): void {
+    const queued = run.run!;
     let answer: RunPromise | PromiseLike<RunPromise>;
     try {
       answer = this.#host.options.executor.execute(queued, {
@@ -258,8 +290,12 @@ export class RunLifecycle {
       this.#afterStop(stopped, () => this.#host.runStopped(run, final, cause, value));
     };
     let finishing: MaybePromise<void>;
+    const ending: RunEnding =
+      error === undefined && value === undefined
+        ? { status, when: this.#host.latestNow(), attempt: run.attempt }
+        : { status, when: this.#host.latestNow(), attempt: run.attempt, error, value };
     try {
-      finishing = this.#host.options.desiredState.finishRun(queued.taskId, queued.runId);
+      finishing = this.#host.options.desiredState.finishRun(queued.taskId, queued.runId, ending);
     } catch (finishError) {
       done(true, finishError);
       return;

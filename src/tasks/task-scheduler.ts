@@ -23,7 +23,7 @@ import type { TaskSchedulerEvents } from './scheduler-events.js';
 import { SchedulerMetrics, type SchedulerOperation } from './scheduler-metrics.js';
 import { RunLifecycle, toError } from './run-lifecycle.js';
 import { resolveTaskSchedulerOptions, type ResolvedTaskSchedulerOptions, type TaskSchedulerOptions } from './scheduler-options.js';
-import { scheduleOf, taskDefaults, validateTask, validateTaskMeta } from './task.js';
+import { scheduleOf, taskDefaults, validateTask, validateTaskMeta, type Task } from './task.js';
 import {
   RunStatus,
   type FinalRunStatus,
@@ -193,13 +193,59 @@ export class TaskScheduler {
   }
 
   /**
+   * Replaces the definition of a claimed task from its next run on: runs in flight go on with the definition they
+   * started with (and keep counting against `maxConcurrency`), new runs take `task`; a different `maxConcurrency`
+   * moves new runs to a fresh slot range (the old one is released once its runs have stopped). The task is asked
+   * for its next run at once, so a changed schedule takes effect now. Validates synchronously (`InvalidTaskError`);
+   * throws `TaskNotClaimedError` when the id is not claimed, and the slot table's error when it cannot hold the new
+   * range (nothing changed then).
+   */
+  replaceTask(task: unknown): void {
+    const valid = validateTask(task);
+    const index = this.#claims.claimedIndex(valid.id);
+    if (index < 0) throw new TaskNotClaimedError(valid.id);
+    const previous = this.#claims.task(index);
+    if (previous === valid) return;
+    let base = this.#claims.slotBase(index);
+    if (previous.maxConcurrency !== valid.maxConcurrency) {
+      const fresh = this.#slots.allocate(valid.maxConcurrency); // may throw (table full): nothing has changed yet
+      (this.#activityOf(index).retired ??= []).push({ base, count: previous.maxConcurrency });
+      base = fresh;
+    }
+    this.#claims.replace(index, valid, base);
+    this.#tidy(index);
+    this.#forced(index, this.#claims.epoch(index));
+  }
+
+  /**
+   * Tells the scheduler that a claimed task has a run due now that it did not ask for (a shared store queued one:
+   * a run resumed after its process was lost). No-op for a task that is not claimed.
+   */
+  markDue(taskId: string): void {
+    const index = this.#claims.claimedIndex(taskId);
+    if (index >= 0) this.#forced(index, this.#claims.epoch(index));
+  }
+
+  /** The definition of a claimed task, or `undefined` when the id is not claimed. */
+  claimedTask(taskId: string): Task | undefined {
+    const index = this.#claims.claimedIndex(taskId);
+    return index < 0 ? undefined : this.#claims.task(index);
+  }
+
+  /**
    * Gives up a task (`scheduler.go` `ReleaseTask`): it leaves the calendar at once, and every run in flight is
    * canceled. Throws `TaskNotClaimedError` when not claimed. The promise resolves once those runs have ended
    * (each logged `canceled` and finished) and physically stopped, with their slots free.
+   *
+   * With `{ cancel: false }` the runs in flight are not canceled but left to end on their own (a hand-over of a
+   * task to another process: no new run starts here, and none is cut short); a retryable failure of one of them is
+   * then not retried here. The promise resolves once they have ended and stopped.
    */
-  releaseTask(taskId: string): Promise<void> {
+  releaseTask(taskId: string, options?: { readonly cancel?: boolean }): Promise<void> {
     const index = this.#claims.claimedIndex(taskId);
     if (index < 0) throw new TaskNotClaimedError(taskId);
+    const cancel = options?.cancel ?? true;
+    if (typeof cancel !== 'boolean') throw new InvalidArgumentError('options.cancel', 'a boolean', cancel);
     this.#calendar.delete(index);
     this.#claims.release(index);
     const activity = this.#activity.get(index);
@@ -214,8 +260,27 @@ export class TaskScheduler {
         stopped = new Promise<void>((resolve) => (activity.waiters ??= []).push({ epoch, resolve }));
       }
     }
-    if (this.events.hasListeners('task:release')) this.events.emit('task:release', { taskId, canceledRuns: runs.length });
-    for (const run of runs) this.#runs.cancel(run);
+    if (this.events.hasListeners('task:release')) this.events.emit('task:release', { taskId, canceledRuns: cancel ? runs.length : 0 });
+    if (cancel) for (const run of runs) this.#runs.cancel(run);
+    this.#tidy(index);
+    return stopped;
+  }
+
+  /**
+   * Cancels the runs still ending of a task that was released with `{ cancel: false }` (a hand-over cut short) and
+   * resolves once they have stopped; at once when there are none. Throws `InvalidStateError` when the task is
+   * claimed (release it instead).
+   */
+  cancelReleasedRuns(taskId: string): Promise<void> {
+    if (this.#claims.claimedIndex(taskId) >= 0) {
+      throw new InvalidStateError(`Expected task "${taskId}" to be released before its runs are canceled this way, but it is claimed`);
+    }
+    const index = this.#claims.drainingIndex(taskId);
+    const activity = index < 0 ? undefined : this.#activity.get(index);
+    if (activity === undefined || activity.runs.length === 0) return Promise.resolve();
+    const epoch = this.#claims.epoch(index);
+    const stopped = new Promise<void>((resolve) => (activity.waiters ??= []).push({ epoch, resolve }));
+    for (const run of [...activity.runs]) this.#runs.cancel(run);
     this.#tidy(index);
     return stopped;
   }
@@ -434,6 +499,8 @@ export class TaskScheduler {
       return false;
     }
     run.run = created;
+    // A resumed run continues its attempt count (its lost attempt counted against `retry`).
+    run.attempt = created.attempts ?? 0;
     const current = this.#isCurrent(run);
     const now = async ? this.#latestNow() : askedAt;
     if (current) {
@@ -693,11 +760,13 @@ export class TaskScheduler {
 function isQueuedRun(value: unknown): value is QueuedRun {
   if (value === null || typeof value !== 'object') return false;
   const run = value as Record<string, unknown>;
+  const attempts = run['attempts'];
   return (
     typeof run['taskId'] === 'string' &&
     typeof run['runId'] === 'string' &&
     typeof run['scheduledFor'] === 'number' &&
-    typeof run['runAt'] === 'number'
+    typeof run['runAt'] === 'number' &&
+    (attempts === undefined || (typeof attempts === 'number' && Number.isInteger(attempts) && attempts >= 0))
   );
 }
 

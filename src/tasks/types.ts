@@ -17,6 +17,23 @@ export interface QueuedRun {
   readonly scheduledFor: number;
   /** When it is due for dispatch: `scheduledFor + offset` for a scheduled run, the request time for a manual one. */
   readonly runAt: number;
+  /**
+   * Attempts the run made before it was handed out: a run resumed after the process that ran it was lost (a shared
+   * store), whose lost attempt counts against its `retry`. Absent: 0, the run has not started yet.
+   */
+  readonly attempts?: number;
+}
+
+/** How a run ended, as the scheduler tells `finishRun` (a store may record the final status with it, at once). */
+export interface RunEnding {
+  readonly status: FinalRunStatus;
+  /** The scheduler's time of the end. */
+  readonly when: number;
+  /** Attempts started. */
+  readonly attempt: number;
+  readonly error?: Error;
+  /** The result value of a successful run. */
+  readonly value?: unknown;
 }
 
 /** What `createNextRun` made: the run, and when the next one is due (`<= now` while a backlog remains). */
@@ -35,8 +52,18 @@ export interface DesiredState {
    * before scheduled ones. Throws (or rejects with) `RunNotYetDueError` carrying `dueAt` when none is due.
    */
   createNextRun(taskId: string, now: number): MaybePromise<RunCreation>;
-  /** The run is no longer intended to be executed: called once after every run ends (success, failure or cancel). */
-  finishRun(taskId: string, runId: string): MaybePromise<void>;
+  /**
+   * The run is no longer intended to be executed: called once after every run ends (success, failure or cancel),
+   * before its final status is logged. `ending` says how it ended, so that a shared store can record the end and
+   * move its progress in one write; the final `updateRunState` follows either way.
+   */
+  finishRun(taskId: string, runId: string, ending?: RunEnding): MaybePromise<void>;
+  /**
+   * Optional: records that attempt `attempt` of a run begins, before it is handed to the executor, which waits for
+   * the answer (a shared store fences it by its claim: a start it refuses never runs). A rejection is a failed
+   * attempt, retried like one while the task is still claimed. Absent: attempts begin at once.
+   */
+  startRun?(taskId: string, runId: string, attempt: number, now: number): MaybePromise<void>;
   /**
    * Optional: queues a manual run for `scheduledFor`, ahead of scheduled runs (`TaskScheduler.forceRun`). Throws
    * `DuplicateRunError` when a run for that time is queued or in flight.
@@ -141,6 +168,8 @@ export interface RunStateChange {
   readonly when: number;
   readonly attempt: number;
   readonly error?: Error;
+  /** The engine process that made the change (a shared run log: the process that ran the attempt). */
+  readonly process?: string;
 }
 
 /** What a queryable run log knows about one run. */
@@ -158,6 +187,10 @@ export interface RunRecord {
   /** The error of the final failure, or of the latest failed attempt. */
   readonly error: Error | undefined;
   readonly history: readonly RunStateChange[];
+  /** The value the handler returned (a shared run log keeps it; the in-memory one does not). */
+  readonly value?: unknown;
+  /** The process that ran each attempt, in attempt order (a shared run log). */
+  readonly processes?: readonly string[];
 }
 
 /** Records run state changes. Either method may return a value or a promise; a failing write is logged, not fatal. */

@@ -46,6 +46,8 @@ export function engineTasks(options: { maxSlots?: number; registry?: Registry; s
     registry,
     backoff: resolveBackoffOptions(undefined),
     tickMs: 0,
+    claimTtlMs: 10_000,
+    cancelGraceMs: 1_000,
   });
   return { clock, pool, slots, registry, tasks };
 }
