@@ -157,6 +157,13 @@ export class ThreadPool {
   #destroyed = false;
   #dispatched = 0;
   #settled = 0;
+  /**
+   * While a results message is processed: the items it settled with their outcomes, told only once the pool's own
+   * bookkeeping is done, so that the dispatches they cause find the pool consistent (as a promise's continuation
+   * would, without a promise per item). Pairs: item, outcome.
+   */
+  #reported: (PendingItem | Outcome)[] | undefined;
+  #spareBatch: (PendingItem | Outcome)[] = [];
   #threadExits = 0;
   #takenBack = 0;
   readonly #unsubscribe: () => void;
@@ -230,28 +237,35 @@ export class ThreadPool {
    * is seen to start.
    */
   dispatch(item: WorkItem, observer?: StartObserver): Promise<Outcome> {
-    return new Promise<Outcome>((resolve) => {
-      const cost = item.kind === 'eval' ? this.#costs.forEvaluation(item.evaluation.type) : this.#costs.forRun(item.handler);
-      const pending = new PendingItem(++this.#seq, item, resolve, observer, cost);
-      this.#dispatched++;
-      if (this.#stopping) {
-        this.#settle(pending, { status: 'lost', error: new ThreadExitedError('Expected a running pool, but it is stopping') });
+    return new Promise<Outcome>((resolve) => this.dispatchWith(item, observer, resolve));
+  }
+
+  /**
+   * `dispatch` without a promise: `settled` is called exactly once with the outcome, never inside this call. Outcomes
+   * a thread reported are handed out after the pool's bookkeeping for that message, in the order they came; the rest
+   * (a stopping pool, a dead thread, a cancel) in a microtask. A `settled` that throws is logged.
+   */
+  dispatchWith(item: WorkItem, observer: StartObserver | undefined, settled: (outcome: Outcome) => void): void {
+    const cost = item.kind === 'eval' ? this.#costs.forEvaluation(item.evaluation.type) : this.#costs.forRun(item.handler);
+    const pending = new PendingItem(++this.#seq, item, settled, observer, cost);
+    this.#dispatched++;
+    if (this.#stopping) {
+      this.#settle(pending, { status: 'lost', error: new ThreadExitedError('Expected a running pool, but it is stopping') });
+      return;
+    }
+    if (!this.#coalescing && this.#queueHead === this.#queue.length) {
+      const idle = this.#idleChannel();
+      if (idle !== undefined) {
+        // The post first: what the start stamp costs comes after the thread has the item.
+        this.#assign(idle, pending);
+        this.#send(idle, [pending]);
+        if (!pending.settled) this.#markStarted(pending);
         return;
       }
-      if (!this.#coalescing && this.#queueHead === this.#queue.length) {
-        const idle = this.#idleChannel();
-        if (idle !== undefined) {
-          // The post first: what the start stamp costs comes after the thread has the item.
-          this.#assign(idle, pending);
-          this.#send(idle, [pending]);
-          if (!pending.settled) this.#markStarted(pending);
-          return;
-        }
-      }
-      pending.queued = true;
-      this.#queue.push(pending);
-      this.#scheduleFlush();
-    });
+    }
+    pending.queued = true;
+    this.#queue.push(pending);
+    this.#scheduleFlush();
   }
 
   /**
@@ -434,6 +448,16 @@ export class ThreadPool {
   }
 
   #onResults(channel: Channel, message: ResultMessage): void {
+    this.#reported = this.#spareBatch;
+    this.#spareBatch = [];
+    try {
+      this.#settleResults(channel, message);
+    } finally {
+      this.#tellReported();
+    }
+  }
+
+  #settleResults(channel: Channel, message: ResultMessage): void {
     let count = 0;
     forEachResult(message, (seq, status, extra, number, ms) => {
       count++;
@@ -584,7 +608,31 @@ export class ThreadPool {
     }
     if (pending.assigned !== undefined) this.#unassign(pending);
     this.#settled++;
-    pending.resolve(outcome);
+    const batch = this.#reported;
+    if (batch !== undefined) {
+      batch.push(pending, outcome);
+      return;
+    }
+    queueMicrotask(() => this.#tell(pending, outcome));
+  }
+
+  /** Hands an outcome to its dispatcher. */
+  #tell(pending: PendingItem, outcome: Outcome): void {
+    try {
+      pending.resolve(outcome);
+    } catch (error) {
+      this.#options.logger.error({ err: error, seq: pending.seq }, 'a dispatch callback threw');
+    }
+  }
+
+  /** Hands out the outcomes a results message settled, once the pool's bookkeeping for it is done. */
+  #tellReported(): void {
+    const batch = this.#reported!;
+    this.#reported = undefined;
+    for (let i = 0; i < batch.length; i += 2) this.#tell(batch[i] as PendingItem, batch[i + 1] as Outcome);
+    // Kept for the next message (emptied: it must not hold on to settled items).
+    batch.length = 0;
+    this.#spareBatch = batch;
   }
 
   /** Counts `pending` in `channel`'s load; true when nothing else was assigned to it (the item starts at once). */

@@ -24,7 +24,7 @@ import {
   TickpoolError,
 } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
-import type { StartObserver, ThreadPool } from '../pool/thread-pool.js';
+import type { Outcome, StartObserver, ThreadPool } from '../pool/thread-pool.js';
 import type { WireEvaluation } from '../protocol/messages.js';
 import { SlotState, ThreadPhase } from '../slots/slot-layout.js';
 import type { SlotTable } from '../slots/slot-table.js';
@@ -79,16 +79,8 @@ export interface CurrentDelivery {
   startedAt: number | undefined;
 }
 
-/**
- * What a dequeue gave the loop: a delivery (or none, on timeout) and its processing, already started unless the
- * worker was stopping when it came.
- */
-interface Taken {
-  readonly delivery: Delivery | undefined;
-  readonly processing: Promise<void> | undefined;
-}
-
-const NOTHING: Taken = Object.freeze({ delivery: undefined, processing: undefined });
+/** `#submit` sent the next attempt: the delivery goes on. */
+const RETRY = Symbol('retry');
 
 export class SchedulingWorker implements StartObserver {
   readonly #deps: WorkerDeps;
@@ -107,6 +99,12 @@ export class SchedulingWorker implements StartObserver {
    */
   #interrupt = new AbortController();
   #done: Promise<void> | undefined;
+  #loopEnded: (() => void) | undefined;
+  #ended = false;
+  /** The current delivery's attempt (1, plus one per plan refresh), the index it waits for, when its scheduling began. */
+  #attempt = 0;
+  #minIndex = 0;
+  #schedulingStarted = 0;
   #processed = 0;
   #givenBack = 0;
 
@@ -148,9 +146,14 @@ export class SchedulingWorker implements StartObserver {
     return this.#givenBack;
   }
 
+  /** Starts the loop; resolves once it ended (after `stop()`). */
   start(): Promise<void> {
     if (this.#status === WorkerStatus.STOPPED) return Promise.resolve();
-    this.#done ??= this.#run();
+    if (this.#done === undefined) {
+      this.#done = new Promise<void>((resolve) => (this.#loopEnded = resolve));
+      if (this.#status === WorkerStatus.STARTING) this.#setStatus(WorkerStatus.RUNNING);
+      this.#next();
+    }
     return this.#done;
   }
 
@@ -164,8 +167,14 @@ export class SchedulingWorker implements StartObserver {
   resume(): void {
     if (this.#status !== WorkerStatus.PAUSED) return;
     this.#setStatus(WorkerStatus.RUNNING);
-    this.#resume?.();
+    this.#resumeLoop();
+  }
+
+  /** A paused loop goes on (to find the worker stopping, or running again). */
+  #resumeLoop(): void {
+    const resume = this.#resume;
     this.#resume = undefined;
+    resume?.();
   }
 
   /** Asks the loop to end; a waiting dequeue is aborted, the evaluation in hand is finished or nacked. */
@@ -174,8 +183,7 @@ export class SchedulingWorker implements StartObserver {
     this.#shuttingDown = true;
     this.#shutdown.abort();
     this.#interruptDequeue();
-    this.#resume?.();
-    this.#resume = undefined;
+    this.#resumeLoop();
     if (this.#done === undefined) {
       // Never started (the engine stopped while its threads booted): there is no loop to wind down.
       if (this.#status !== WorkerStatus.STOPPED) this.#setStatus(WorkerStatus.STOPPED);
@@ -243,193 +251,259 @@ export class SchedulingWorker implements StartObserver {
     return true;
   }
 
-  async #run(): Promise<void> {
-    const { broker, types, dequeueTimeoutMs, backoff } = this.#deps;
-    const signal = this.#shutdown.signal;
-    if (this.#status === WorkerStatus.STARTING) this.#setStatus(WorkerStatus.RUNNING);
-    while (!this.#shuttingDown) {
-      if (this.#status === WorkerStatus.PAUSED) {
-        this.#activity = WorkerActivity.IDLE;
-        await new Promise<void>((resolve) => (this.#resume = resolve));
-        continue;
-      }
-      if (types.length === 0) {
-        // No scheduler is registered (an engine for tasks only): there is nothing to dequeue, ever. Asking the
-        // broker would fail on every call (no types) and back off forever.
-        this.#activity = WorkerActivity.IDLE;
-        await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
-        break;
-      }
-      this.#activity = WorkerActivity.DEQUEUING;
-      let taken: Taken;
-      try {
-        const ready = broker.tryDequeue(types);
-        taken = ready !== undefined ? this.#take(ready) : await this.#waitForDelivery(dequeueTimeoutMs);
-      } catch (error) {
-        if (this.#shuttingDown) break;
-        // pause() aborted the wait (and resume() may have come since): nothing went wrong. The interrupt is the only
-        // signal a dequeue here waits with, so an AbortedError can only be that.
-        if (error instanceof AbortedError) continue;
-        this.#deps.logger.warn({ err: error, worker: this.id }, 'failed to dequeue evaluation');
-        this.#activity = WorkerActivity.BACKOFF;
-        if (await backoff.wait(signal)) break;
-        continue;
-      }
-      backoff.reset();
-      const { delivery, processing } = taken;
-      if (processing !== undefined) {
-        await processing;
-      } else if (delivery !== undefined) {
-        // As in Nomad `Worker.run`: a worker that finds shutdown after a dequeue gives the evaluation back.
-        const giving = this.#nack(delivery.evaluation, delivery.token, new CanceledError('Engine is stopping'));
-        if (giving !== undefined) await giving;
-        break;
-      }
+  /**
+   * Looks for the next evaluation: the loop of Nomad's `Worker.run`, driven by callbacks instead of awaits. Every way
+   * out of it ends where the loop continues: an evaluation taken (its processing calls `#next` again once it let go
+   * of it), a dequeue waiting in the broker (its callback), a pause (`resume`), a backoff (its timer), or the end.
+   * No promise is made per evaluation on the in-memory path: a delivery's end calls the next dequeue directly.
+   */
+  #next(): void {
+    if (this.#shuttingDown) {
+      this.#end();
+      return;
     }
+    if (this.#status === WorkerStatus.PAUSED) {
+      this.#activity = WorkerActivity.IDLE;
+      this.#resume = this.#continue;
+      return;
+    }
+    const { broker, types, dequeueTimeoutMs } = this.#deps;
+    if (types.length === 0) {
+      // No scheduler is registered (an engine for tasks only): there is nothing to dequeue, ever. Asking the broker
+      // would fail on every call (no types) and back off forever.
+      this.#activity = WorkerActivity.IDLE;
+      this.#shutdown.signal.addEventListener('abort', () => this.#end(), { once: true });
+      return;
+    }
+    this.#activity = WorkerActivity.DEQUEUING;
+    let ready: Delivery | undefined;
+    try {
+      ready = broker.tryDequeue(types);
+    } catch (error) {
+      this.#dequeueFailed(error);
+      return;
+    }
+    if (ready !== undefined) {
+      this.#deps.backoff.reset();
+      this.#take(ready);
+      return;
+    }
+    // When an evaluation comes, its processing starts inside the broker's callback: it is on its way to a thread
+    // before the enqueue that made it available returns.
+    broker.dequeueWith(types, dequeueTimeoutMs, this.#interrupt.signal, this.#onDequeued);
+  }
+
+  readonly #continue = (): void => this.#next();
+
+  readonly #onDequeued = (error: Error | undefined, delivery: Delivery | undefined): void => {
+    if (error !== undefined) {
+      this.#dequeueFailed(error);
+      return;
+    }
+    this.#deps.backoff.reset();
+    if (delivery === undefined) this.#next();
+    else this.#take(delivery);
+  };
+
+  #dequeueFailed(error: unknown): void {
+    if (this.#shuttingDown) {
+      this.#end();
+      return;
+    }
+    // pause() aborted the wait (and resume() may have come since): nothing went wrong. The interrupt is the only
+    // signal a dequeue here waits with, so an AbortedError can only be that.
+    if (error instanceof AbortedError) {
+      this.#next();
+      return;
+    }
+    this.#deps.logger.warn({ err: error, worker: this.id }, 'failed to dequeue evaluation');
+    this.#activity = WorkerActivity.BACKOFF;
+    this.#deps.backoff.wait(this.#shutdown.signal).then(
+      (stopped) => (stopped ? this.#end() : this.#next()),
+      () => this.#end(),
+    );
+  }
+
+  /** Starts processing a delivery at once, unless the worker is stopping: then it is given back and the loop ends. */
+  #take(delivery: Delivery): void {
+    if (!this.#shuttingDown) {
+      this.#process(delivery.evaluation, delivery.token);
+      return;
+    }
+    // As in Nomad `Worker.run`: a worker that finds shutdown after a dequeue gives the evaluation back.
+    const giving = this.#nack(delivery.evaluation, delivery.token, new CanceledError('Engine is stopping'));
+    if (giving === undefined) this.#end();
+    else giving.then(this.#endLoop, this.#endLoop);
+  }
+
+  readonly #endLoop = (): void => this.#end();
+
+  #end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
     this.#activity = WorkerActivity.IDLE;
     if (this.#status !== WorkerStatus.STOPPING) this.#setStatus(WorkerStatus.STOPPING);
     this.#setStatus(WorkerStatus.STOPPED);
+    this.#loopEnded?.();
+  }
+
+  /** Takes a delivery: its first attempt goes to the pool; `#onOutcome` goes on from the thread's answer. */
+  #process(evaluation: Evaluation, token: string): void {
+    // Only the registered `types` are dequeued, and the broker fails any other type at enqueue (`knownTypes`).
+    this.#current = { evaluation, token, generation: -1, heartbeatsSeen: 0, startedAt: undefined };
+    this.#deps.deliveries?.held(token, this);
+    this.#attempt = 1;
+    this.#minIndex = evaluation.modifyIndex ?? 0;
+    this.#dispatchAttempt();
+  }
+
+  /** Sends the current attempt to the pool on this worker's slot. */
+  #dispatchAttempt(): void {
+    const current = this.#current!;
+    const { slots } = this.#deps;
+    const generation = slots.claim(this.#slot);
+    if (generation < 0) {
+      // An invariant broke (the slot of a worker between deliveries is idle): the evaluation goes back, not lost.
+      const error = new InvalidStateError(`Expected worker ${this.id}'s slot to be idle before a dispatch`);
+      this.#deps.logger.error({ err: error, worker: this.id, evalId: current.evaluation.id }, 'cannot dispatch');
+      this.#endDelivery(this.#nack(current.evaluation, current.token, error));
+      return;
+    }
+    current.generation = generation;
+    // A new claim starts the slot's heartbeat count from zero: count this attempt's heartbeats from there.
+    current.heartbeatsSeen = 0;
+    current.startedAt = undefined;
+    this.#activity = WorkerActivity.SCHEDULING;
+    this.#schedulingStarted = this.#deps.metrics.startScheduling();
+    this.#deps.pool.dispatchWith(
+      {
+        kind: 'eval',
+        slot: this.#slot,
+        generation,
+        attempt: this.#attempt,
+        evaluation: current.evaluation as unknown as WireEvaluation,
+        minIndex: this.#minIndex,
+        syncLimitMs: this.#deps.syncLimitMs,
+      },
+      this,
+      this.#onOutcome,
+    );
   }
 
   /**
-   * Waits in the broker for an evaluation. When one comes, its processing starts inside the broker's callback:
-   * `#process` runs synchronously up to the dispatch, so the evaluation is on its way to a thread before the
-   * enqueue that made it available returns, instead of after a promise job.
+   * The thread's answer to the current attempt. What ends the delivery here (no plan to commit) ends it in this call
+   * on the in-memory path; a plan to commit goes on in `#submit`.
    */
-  #waitForDelivery(timeoutMs: number): Promise<Taken> {
-    return new Promise<Taken>((resolve, reject) => {
-      this.#deps.broker.dequeueWith(this.#deps.types, timeoutMs, this.#interrupt.signal, (error, delivery) => {
-        if (error !== undefined) reject(error);
-        else resolve(delivery === undefined ? NOTHING : this.#take(delivery));
-      });
-    });
-  }
-
-  /** Starts processing a delivery at once, unless the worker is stopping (then the loop gives it back). */
-  #take(delivery: Delivery): Taken {
-    return { delivery, processing: this.#shuttingDown ? undefined : this.#process(delivery.evaluation, delivery.token) };
-  }
-
-  async #process(evaluation: Evaluation, token: string): Promise<void> {
-    // Only the registered `types` are dequeued, and the broker fails any other type at enqueue (`knownTypes`).
-    const { pool, slots, metrics } = this.#deps;
-    this.#current = { evaluation, token, generation: -1, heartbeatsSeen: 0, startedAt: undefined };
-    this.#deps.deliveries?.held(token, this);
-    let minIndex = evaluation.modifyIndex ?? 0;
-    // Each way out ends the delivery (ack, nack, fail, remove) and answers a promise only when the backend's call
-    // did: the delivery is let go of once its end is settled.
-    let ending: PromiseLike<void> | undefined;
-    try {
-      for (let attempt = 1; ; attempt++) {
-        const generation = slots.claim(this.#slot);
-        if (generation < 0) throw new InvalidStateError(`Expected worker ${this.id}'s slot to be idle before a dispatch`);
-        this.#current.generation = generation;
-        // A new claim starts the slot's heartbeat count from zero: count this attempt's heartbeats from there.
-        this.#current.heartbeatsSeen = 0;
-        this.#current.startedAt = undefined;
-        this.#activity = WorkerActivity.SCHEDULING;
-        const started = metrics.startScheduling();
-        const outcome = await pool.dispatch({
-          kind: 'eval',
-          slot: this.#slot,
-          generation,
-          attempt,
-          evaluation: evaluation as unknown as WireEvaluation,
-          minIndex,
-          syncLimitMs: this.#deps.syncLimitMs,
-        }, this);
-        slots.finish(this.#slot, generation);
-        metrics.endScheduling(evaluation.type, started, outcome.status === 'ok' ? outcome.waitedMs : 0);
-        // Whatever the thread answered (it may have finished before it saw the cancel), nothing of it is kept.
-        if (this.#abortedCurrent()) {
-          ending = this.#removeAborted();
-          return;
-        }
-        if (outcome.status === 'canceled') {
-          ending = this.#nack(evaluation, token, new CanceledError(`Evaluation ${JSON.stringify(evaluation.id)} was canceled`));
-          return;
-        }
-        if (outcome.status !== 'ok') {
-          ending = this.#nack(evaluation, token, outcome.error);
-          return;
-        }
-        const plan = outcome.value;
-        if (plan === undefined || plan === null) {
-          ending = this.#ack(evaluation, token, undefined, this.#deps.state.index, attempt);
-          return;
-        }
-        if (!isPlanShape(plan)) {
-          ending = this.#nack(evaluation, token, new InvalidPlanError('plan', 'undefined or { writes: PlanWrite[], allAtOnce?, value? }', plan));
-          return;
-        }
-        if (plan.writes.length === 0 && (plan.allAtOnce === undefined || typeof plan.allAtOnce === 'boolean')) {
-          // Nothing to commit (a scheduler that only answers): its value is released at once, at the store's index.
-          ending = this.#ack(evaluation, token, plan.value, this.#deps.state.index, attempt);
-          return;
-        }
-        this.#activity = WorkerActivity.SUBMITTING;
-        // Nomad's SubmitPlan: waiting in the plan queue is progress, not a hang, so the nack deadline stops meanwhile.
-        // A delivery that is no longer outstanding (its deadline fired and it was redelivered, or the broker was
-        // flushed) must not commit its plan at all: the evaluation belongs to its redelivery now.
-        const paused = this.#holdLease('submit', evaluation, token, true);
-        if (!(typeof paused === 'boolean' ? paused : await paused)) return;
-        const submitted = metrics.startSubmit();
-        let result: PlanOutcome;
-        try {
-          result = await this.#deps.applier.submit(
-            {
-              writes: plan.writes,
-              // Passed as returned: the applier refuses a non-boolean (a string "true" is not a partial-commit plan).
-              allAtOnce: plan.allAtOnce as boolean | undefined,
-              evalId: evaluation.id,
-              priority: evaluation.priority,
-            },
-            // The commit is fenced by this delivery; a backend may ack it in the same commit.
-            { evaluationId: evaluation.id, token, ack: { value: plan.value, attempts: attempt } },
-          );
-        } catch (error) {
-          if (isDeliveryRefusal(error)) {
-            this.#refused('submit', evaluation, error);
-            return;
-          }
-          ending = this.#nack(evaluation, token, error as Error);
-          return;
-        } finally {
-          metrics.endSubmit(submitted);
-        }
-        if (result.rejected.length === 0) {
-          if (result.acked === true) return;
-          // The value of the attempt whose plan committed, released only now; an earlier attempt's is dropped.
-          ending = this.#ack(evaluation, token, plan.value, result.index > 0 ? result.index : this.#deps.state.index, attempt);
-          return;
-        }
-        if (this.#abortedCurrent()) {
-          ending = this.#removeAborted();
-          return;
-        }
-        if (attempt >= this.#deps.maxPlanAttempts) {
-          const reason = `${result.rejected.length} of ${plan.writes.length} writes were rejected on the last attempt`;
-          ending = this.#fail(evaluation, token, new PlanAttemptsExhaustedError(evaluation.id, attempt, reason));
-          return;
-        }
-        // Partial commit: run the scheduler again once the thread's replica shows the state that rejected us. The
-        // re-run is guarded by the nack deadline again (ack, nack and fail end the delivery without this).
-        const resumed = this.#holdLease('resume', evaluation, token, false);
-        if (!(typeof resumed === 'boolean' ? resumed : await resumed)) return;
-        minIndex = Math.max(minIndex, result.refreshIndex);
-        metrics.planRefreshed();
-        if (this.#shuttingDown) {
-          ending = this.#nack(evaluation, token, new CanceledError('Engine is stopping'));
-          return;
-        }
-      }
-    } finally {
-      if (ending !== undefined) await ending;
-      this.#processed++;
-      this.#deps.deliveries?.released(token);
-      this.#current = undefined;
-      this.#activity = WorkerActivity.IDLE;
+  readonly #onOutcome = (outcome: Outcome): void => {
+    const current = this.#current!;
+    const { evaluation, token } = current;
+    const { slots, metrics } = this.#deps;
+    slots.finish(this.#slot, current.generation);
+    metrics.endScheduling(evaluation.type, this.#schedulingStarted, outcome.status === 'ok' ? outcome.waitedMs : 0);
+    // Whatever the thread answered (it may have finished before it saw the cancel), nothing of it is kept.
+    if (current.aborted === true) return this.#endDelivery(this.#removeAborted());
+    if (outcome.status === 'canceled') {
+      return this.#endDelivery(this.#nack(evaluation, token, new CanceledError(`Evaluation ${JSON.stringify(evaluation.id)} was canceled`)));
     }
+    if (outcome.status !== 'ok') return this.#endDelivery(this.#nack(evaluation, token, outcome.error));
+    const plan = outcome.value;
+    if (plan === undefined || plan === null) return this.#endDelivery(this.#ack(evaluation, token, undefined, this.#deps.state.index, this.#attempt));
+    if (!isPlanShape(plan)) {
+      return this.#endDelivery(this.#nack(evaluation, token, new InvalidPlanError('plan', 'undefined or { writes: PlanWrite[], allAtOnce?, value? }', plan)));
+    }
+    if (plan.writes.length === 0 && (plan.allAtOnce === undefined || typeof plan.allAtOnce === 'boolean')) {
+      // Nothing to commit (a scheduler that only answers): its value is released at once, at the store's index.
+      return this.#endDelivery(this.#ack(evaluation, token, plan.value, this.#deps.state.index, this.#attempt));
+    }
+    this.#submit(plan).then(
+      (ending) => {
+        if (ending !== RETRY) this.#endDelivery(ending);
+      },
+      (error: unknown) => {
+        // #submit handles every failure of the backend; anything else is a bug, and the evaluation goes back.
+        this.#deps.logger.error({ err: error, worker: this.id, evalId: evaluation.id }, 'plan submission failed');
+        this.#endDelivery(this.#nack(evaluation, token, error as Error));
+      },
+    );
+  };
+
+  /**
+   * Commits the plan of the current attempt (Nomad's `SubmitPlan`), fenced by its delivery: resolves with how the
+   * delivery ends (an ack, nack, fail or remove, or nothing more to do), or `RETRY` once the next attempt was sent
+   * (a partial commit: the scheduler runs again against the state that rejected it).
+   */
+  async #submit(plan: Exclude<SchedulerResult, undefined | void>): Promise<PromiseLike<void> | undefined | typeof RETRY> {
+    const { evaluation, token } = this.#current!;
+    const { metrics } = this.#deps;
+    const attempt = this.#attempt;
+    this.#activity = WorkerActivity.SUBMITTING;
+    // Waiting in the plan queue is progress, not a hang, so the nack deadline stops meanwhile. A delivery that is no
+    // longer outstanding (its deadline fired and it was redelivered, or the broker was flushed) must not commit its
+    // plan at all: the evaluation belongs to its redelivery now.
+    const paused = this.#holdLease('submit', evaluation, token, true);
+    if (!(typeof paused === 'boolean' ? paused : await paused)) return undefined;
+    const submitted = metrics.startSubmit();
+    let result: PlanOutcome;
+    try {
+      result = await this.#deps.applier.submit(
+        {
+          writes: plan.writes,
+          // Passed as returned: the applier refuses a non-boolean (a string "true" is not a partial-commit plan).
+          allAtOnce: plan.allAtOnce as boolean | undefined,
+          evalId: evaluation.id,
+          priority: evaluation.priority,
+        },
+        // The commit is fenced by this delivery; a backend may ack it in the same commit.
+        { evaluationId: evaluation.id, token, ack: { value: plan.value, attempts: attempt } },
+      );
+    } catch (error) {
+      if (isDeliveryRefusal(error)) {
+        this.#refused('submit', evaluation, error);
+        return undefined;
+      }
+      return this.#nack(evaluation, token, error as Error);
+    } finally {
+      metrics.endSubmit(submitted);
+    }
+    if (result.rejected.length === 0) {
+      if (result.acked === true) return undefined;
+      // The value of the attempt whose plan committed, released only now; an earlier attempt's is dropped.
+      return this.#ack(evaluation, token, plan.value, result.index > 0 ? result.index : this.#deps.state.index, attempt);
+    }
+    if (this.#abortedCurrent()) return this.#removeAborted();
+    if (attempt >= this.#deps.maxPlanAttempts) {
+      const reason = `${result.rejected.length} of ${plan.writes.length} writes were rejected on the last attempt`;
+      return this.#fail(evaluation, token, new PlanAttemptsExhaustedError(evaluation.id, attempt, reason));
+    }
+    // Partial commit: run the scheduler again once the thread's replica shows the state that rejected us. The re-run
+    // is guarded by the nack deadline again (ack, nack and fail end the delivery without this).
+    const resumed = this.#holdLease('resume', evaluation, token, false);
+    if (!(typeof resumed === 'boolean' ? resumed : await resumed)) return undefined;
+    this.#minIndex = Math.max(this.#minIndex, result.refreshIndex);
+    metrics.planRefreshed();
+    if (this.#shuttingDown) return this.#nack(evaluation, token, new CanceledError('Engine is stopping'));
+    this.#attempt = attempt + 1;
+    this.#dispatchAttempt();
+    return RETRY;
+  }
+
+  /**
+   * Lets go of the current delivery once its end (`ending`: the backend's answer to the ack, nack, fail or remove,
+   * when it answered with a promise) is settled, then looks for the next one.
+   */
+  #endDelivery(ending: PromiseLike<void> | undefined): void {
+    if (ending === undefined) this.#release();
+    else ending.then(this.#releaseAfter, this.#releaseAfter);
+  }
+
+  readonly #releaseAfter = (): void => this.#release();
+
+  #release(): void {
+    this.#processed++;
+    this.#deps.deliveries?.released(this.#current!.token);
+    this.#current = undefined;
+    this.#activity = WorkerActivity.IDLE;
+    this.#next();
   }
 
   /**

@@ -33,7 +33,7 @@ interface Dispatch {
 }
 
 /** The pool's two entry points the worker uses, answered by the test. `cancel` sets the slot word as the pool does. */
-class ScriptedPool implements Pick<ThreadPool, 'dispatch' | 'cancel'> {
+class ScriptedPool implements Pick<ThreadPool, 'dispatchWith' | 'cancel'> {
   readonly cancels: Array<readonly [number, number]> = [];
   readonly #slots: SlotTable;
   readonly #waiting: Dispatch[] = [];
@@ -43,15 +43,13 @@ class ScriptedPool implements Pick<ThreadPool, 'dispatch' | 'cancel'> {
     this.#slots = slots;
   }
 
-  dispatch(item: WorkItem, observer?: StartObserver): Promise<Outcome> {
+  dispatchWith(item: WorkItem, observer: StartObserver | undefined, answer: (outcome: Outcome) => void): void {
     assert.equal(item.kind, 'eval');
-    return new Promise<Outcome>((answer) => {
-      const dispatch: Dispatch = { item: item as EvalItem, observer, answer };
-      const taker = this.#taker;
-      this.#taker = undefined;
-      if (taker !== undefined) taker(dispatch);
-      else this.#waiting.push(dispatch);
-    });
+    const dispatch: Dispatch = { item: item as EvalItem, observer, answer };
+    const taker = this.#taker;
+    this.#taker = undefined;
+    if (taker !== undefined) taker(dispatch);
+    else this.#waiting.push(dispatch);
   }
 
   cancel(slot: number, generation: number): boolean {
