@@ -1,7 +1,7 @@
 import type { QueueLatencies } from './broker-metrics.js';
 import type { DeadlineNode } from './deadline-queue.js';
 import { DEFAULT_NAMESPACE, FAILED_QUEUE, type Evaluation } from './evaluation.js';
-import { OutcomeHandle } from './outcome-waiters.js';
+import { OutcomeRecord } from './outcome-waiters.js';
 import { PriorityHeap, type HeapNode } from './priority-heap.js';
 import { ReadyLine } from './ready-line.js';
 
@@ -29,9 +29,9 @@ export const EntryState = {
 } as const;
 export type EntryStateValue = (typeof EntryState)[keyof typeof EntryState];
 
-export class Entry implements HeapNode, DeadlineNode {
+/** The broker's record of one evaluation, its outcome included (`OutcomeRecord`). */
+export class Entry extends OutcomeRecord implements HeapNode, DeadlineNode {
   readonly evaluation: Evaluation;
-  readonly id: string;
   readonly namespace: string;
   readonly jobId: string;
   readonly type: string;
@@ -42,8 +42,6 @@ export class Entry implements HeapNode, DeadlineNode {
   readonly order: number;
   /** Enqueue order; the last tie-break everywhere. */
   readonly seq: number;
-  /** What `enqueue` returned for it; settled where the broker settles the evaluation. */
-  readonly handle: OutcomeHandle;
 
   state: EntryStateValue = EntryState.Gone;
   /** The queue it is ready or unacked in. */
@@ -73,8 +71,8 @@ export class Entry implements HeapNode, DeadlineNode {
   failure: Error | undefined = undefined;
 
   constructor(evaluation: Evaluation, seq: number) {
+    super(evaluation.id);
     this.evaluation = evaluation;
-    this.id = evaluation.id;
     this.namespace = evaluation.namespace ?? DEFAULT_NAMESPACE;
     this.jobId = evaluation.jobId;
     this.type = evaluation.type;
@@ -82,7 +80,6 @@ export class Entry implements HeapNode, DeadlineNode {
     this.modifyIndex = evaluation.modifyIndex ?? 0;
     this.order = evaluation.createIndex ?? 0;
     this.seq = seq;
-    this.handle = new OutcomeHandle(evaluation.id);
   }
 }
 

@@ -20,7 +20,7 @@ import { brokerMetricsHub, type BrokerGaugeSnapshot, type BrokerMetricsHub } fro
 import { resolveEvalBrokerOptions, type EvalBrokerOptions, type ResolvedEvalBrokerOptions } from './broker-options.js';
 import { DeadlineQueue, type DeadlineNode } from './deadline-queue.js';
 import { assertEvaluation, FAILED_QUEUE, nackDelayMs, withEvaluationDefaults, type Evaluation, type EvaluationInput, type EvaluationState } from './evaluation.js';
-import type { AckResult, EvaluationHandle } from './outcome-waiters.js';
+import { OutcomeHandle, type AckResult, type EvaluationHandle } from './outcome-waiters.js';
 import type { BrokerBackend, DequeueCallback, LeaseKeeper } from '../backend/broker-backend.js';
 import { PriorityHeap } from './priority-heap.js';
 
@@ -222,7 +222,7 @@ export class EvalBroker implements BrokerBackend {
     const evaluation = withEvaluationDefaults(input);
     assertEvaluation(evaluation, this.#options.validatePayload);
     const held = this.#evals.get(evaluation.id);
-    if (held !== undefined) return held.handle;
+    if (held !== undefined) return new OutcomeHandle(held);
     const now = this.#clock.now();
     const entry = new Entry(evaluation, this.#seq++);
     this.#evals.set(entry.id, entry);
@@ -254,7 +254,7 @@ export class EvalBroker implements BrokerBackend {
       this.#toFailed(entry, reason, now);
     }
     this.#serveWaiters();
-    return entry.handle;
+    return new OutcomeHandle(entry);
   }
 
   /**
@@ -363,8 +363,8 @@ export class EvalBroker implements BrokerBackend {
     entry.queue = undefined;
     let canceled: Entry[] | undefined;
     if (entry.holdsSlot) canceled = this.#releaseSlot(entry, now, true);
-    if (result === undefined) entry.handle.acked(undefined, 0, 1, entry.deliveries);
-    else entry.handle.acked(result.value, result.index ?? 0, result.attempts ?? 1, entry.deliveries);
+    if (result === undefined) entry.acked(undefined, 0, 1, entry.deliveries);
+    else entry.acked(result.value, result.index ?? 0, result.attempts ?? 1, entry.deliveries);
     if (this.#logger.isLevelEnabled('debug')) this.#logger.debug({ evalId: entry.id, jobId: entry.jobId }, 'eval acked');
     if (this.#events.hasListeners('broker:ack')) this.#events.emit('broker:ack', { evaluation: entry.evaluation, token });
     if (canceled !== undefined) this.#emitCancelable(canceled);
@@ -443,7 +443,7 @@ export class EvalBroker implements BrokerBackend {
     entry.queue = undefined;
     // Newer pending evaluations are work nobody asked to drop: only the best is promoted, none is superseded.
     if (entry.holdsSlot) this.#releaseSlot(entry, now, false);
-    entry.handle.rejectedWith(() => new AbortedError(`evaluation ${JSON.stringify(id)}`, { cause }));
+    entry.rejectedWith(() => new AbortedError(`evaluation ${JSON.stringify(id)}`, { cause }));
     if (this.#logger.isLevelEnabled('debug')) this.#logger.debug({ evalId: id, state }, 'eval removed');
     if (this.#events.hasListeners('broker:remove')) this.#events.emit('broker:remove', { evaluation: entry.evaluation, state });
     this.#serveWaiters();
@@ -458,7 +458,7 @@ export class EvalBroker implements BrokerBackend {
   rejectOutcomes(reason: (evaluation: Evaluation) => Error): void {
     if (typeof reason !== 'function') throw new InvalidArgumentError('reason', 'a function (evaluation) => Error', reason);
     for (const entry of this.#evals.values()) {
-      if (!entry.handle.settled) entry.handle.rejectedWith(() => reason(entry.evaluation));
+      if (!entry.outcomeKnown) entry.rejectedWith(() => reason(entry.evaluation));
     }
   }
 
@@ -695,7 +695,7 @@ export class EvalBroker implements BrokerBackend {
         c.slot = undefined;
         c.state = EntryState.Cancelable;
         this.#cancelable.push(c);
-        c.handle.rejectedWith(() => new SupersededError(c.id, by));
+        c.rejectedWith(() => new SupersededError(c.id, by));
       }
     }
     // The slot passes from entry to best directly: it never counts as empty.
@@ -860,7 +860,7 @@ export class EvalBroker implements BrokerBackend {
    */
   #toFailed(entry: Entry, reason: Error, now: number): Entry[] | undefined {
     entry.failure = reason;
-    entry.handle.rejected(reason);
+    entry.rejected(reason);
     // Counted once per evaluation: one failed again while dequeued from `_failed` was counted when it got there.
     if (entry.queue?.failed !== true) this.#metrics.failed.inc({ type: entry.type });
     this.#makeReady(entry, this.#queue(FAILED_QUEUE), now);
@@ -995,7 +995,7 @@ export class EvalBroker implements BrokerBackend {
     const flushed: Evaluation[] = [];
     for (const entry of this.#evals.values()) {
       flushed.push(entry.evaluation);
-      entry.handle.rejectedWith(() => new BrokerDisabledError('the evaluations it held'));
+      entry.rejectedWith(() => new BrokerDisabledError('the evaluations it held'));
       entry.state = EntryState.Gone;
       entry.queue = undefined;
       entry.holdsSlot = false;

@@ -1,12 +1,12 @@
 /**
  * What `enqueue` hands back for an evaluation, and how its outcome reaches whoever waits for it.
  *
- * The broker settles a handle where it settles the evaluation: ack (resolved), `_failed`, superseded, removed, or
- * given up by a stopping engine (rejected). The cost is one small object per evaluation, made at enqueue, with no
- * promise in it: `done` makes its promise on first read, and an outcome that comes before anyone read `done` stays
- * in the handle's fields. The handle is referenced by the caller and by the broker's entry only, so once the
- * evaluation has left the broker and the caller dropped the handle, nothing of it is left. Errors nobody may ever
- * see (a superseded evaluation, one the engine gave up at stop) are made only when `done` is read.
+ * The broker settles an evaluation's outcome where it settles the evaluation: ack (resolved), `_failed`,
+ * superseded, removed, or given up by a stopping engine (rejected). The cost is two fields in the broker's record of
+ * the evaluation: the handle is a view of that record that the broker does not keep, `done` makes its promise on
+ * first read, and an outcome that comes before anyone read `done` stays in the record. Once the evaluation has left
+ * the broker and the caller dropped the handle, nothing of it is left. Errors nobody may ever see (a superseded
+ * evaluation, one the engine gave up at stop) are made only when `done` is read.
  */
 
 /** How an evaluation ended, when it was acked. */
@@ -49,60 +49,66 @@ export interface AckResult {
 const ACCEPTED: Promise<void> = Promise.resolve();
 const ignore = (): void => undefined;
 
-const HandleState = { PENDING: 0, ACKED: 1, REJECTED: 2 } as const;
-type HandleStateValue = (typeof HandleState)[keyof typeof HandleState];
-
-interface Deferred {
-  readonly resolve: (outcome: EvaluationOutcome) => void;
-  readonly reject: (error: Error) => void;
+/** The promise of `done` and, while the outcome is unknown, what settles it. */
+interface Waiter {
+  readonly promise: Promise<EvaluationOutcome>;
+  resolve: ((outcome: EvaluationOutcome) => void) | undefined;
+  reject: ((error: Error) => void) | undefined;
 }
 
 /**
- * The broker's handle. Not exported from the package: callers see `EvaluationHandle`. Few fields on purpose: one
- * lives per evaluation the broker holds.
+ * How one evaluation the broker holds came out, kept in the broker's own record of it (its entry extends this):
+ * two fields, and no object until there is something to keep. The handle `enqueue` returns is a view of it, so a
+ * caller who drops the handle leaves nothing behind per evaluation but these fields.
+ *
+ * `outcome`: undefined while unknown; then the acked outcome, or the rejection (the error, or the function that makes
+ * it once someone looks). `waiter`: made when `done` is first read. The first settlement wins.
  */
-export class OutcomeHandle implements EvaluationHandle {
+export class OutcomeRecord {
   readonly id: string;
-  #state: HandleStateValue = HandleState.PENDING;
-  /** ACKED: the outcome. REJECTED: the error, or the function that makes it once someone looks. */
-  #data: EvaluationOutcome | Error | (() => Error) | undefined = undefined;
-  #done: Promise<EvaluationOutcome> | undefined = undefined;
-  /** Settles `#done` while PENDING, once someone read it. */
-  #deferred: Deferred | undefined = undefined;
+  #outcome: EvaluationOutcome | Error | (() => Error) | undefined = undefined;
+  #waiter: Waiter | undefined = undefined;
 
   constructor(id: string) {
     this.id = id;
   }
 
-  get accepted(): Promise<void> {
-    return ACCEPTED;
+  /** Whether the outcome is known. */
+  get outcomeKnown(): boolean {
+    return this.#outcome !== undefined;
   }
 
-  get done(): Promise<EvaluationOutcome> {
-    if (this.#done === undefined) {
-      if (this.#state === HandleState.ACKED) this.#done = Promise.resolve(this.#data as EvaluationOutcome);
-      else if (this.#state === HandleState.REJECTED) this.#done = Promise.reject(this.#rejection());
-      else this.#done = new Promise<EvaluationOutcome>((resolve, reject) => (this.#deferred = { resolve, reject }));
+  /** The promise of `done` (one per evaluation, however many handles read it). */
+  outcomePromise(): Promise<EvaluationOutcome> {
+    let waiter = this.#waiter;
+    if (waiter === undefined) {
+      const outcome = this.#outcome;
+      let promise: Promise<EvaluationOutcome>;
+      let resolve: Waiter['resolve'];
+      let reject: Waiter['reject'];
+      if (outcome === undefined) {
+        promise = new Promise<EvaluationOutcome>((res, rej) => {
+          resolve = res;
+          reject = rej;
+        });
+      } else if (isAcked(outcome)) promise = Promise.resolve(outcome);
+      else promise = Promise.reject(this.#rejection());
       // Reading `done` (destructuring the handle, say) is not a promise to await it.
-      this.#done.catch(ignore);
+      promise.catch(ignore);
+      waiter = this.#waiter = { promise, resolve, reject };
     }
-    return this.#done;
-  }
-
-  /** Whether the outcome is known (the first settlement wins; later ones change nothing). */
-  get settled(): boolean {
-    return this.#state !== HandleState.PENDING;
+    return waiter.promise;
   }
 
   acked(value: unknown, index: number, attempts: number, deliveries: number): void {
-    if (this.#state !== HandleState.PENDING) return;
-    this.#state = HandleState.ACKED;
+    if (this.#outcome !== undefined) return;
     const outcome: EvaluationOutcome = { id: this.id, status: 'acked', value, index, attempts, deliveries };
-    this.#data = outcome;
-    const deferred = this.#deferred;
-    if (deferred !== undefined) {
-      this.#deferred = undefined;
-      deferred.resolve(outcome);
+    this.#outcome = outcome;
+    const waiter = this.#waiter;
+    if (waiter?.resolve !== undefined) {
+      const resolve = waiter.resolve;
+      waiter.resolve = waiter.reject = undefined;
+      resolve(outcome);
     }
   }
 
@@ -116,21 +122,52 @@ export class OutcomeHandle implements EvaluationHandle {
   }
 
   #reject(reason: Error | (() => Error)): void {
-    if (this.#state !== HandleState.PENDING) return;
-    this.#state = HandleState.REJECTED;
-    this.#data = reason;
-    const deferred = this.#deferred;
-    if (deferred !== undefined) {
-      this.#deferred = undefined;
-      deferred.reject(this.#rejection());
+    if (this.#outcome !== undefined) return;
+    this.#outcome = reason;
+    const waiter = this.#waiter;
+    if (waiter?.reject !== undefined) {
+      const reject = waiter.reject;
+      waiter.resolve = waiter.reject = undefined;
+      reject(this.#rejection());
     }
   }
 
   #rejection(): Error {
-    const data = this.#data as Error | (() => Error);
+    const data = this.#outcome as Error | (() => Error);
     if (typeof data !== 'function') return data;
     const error = data();
-    this.#data = error;
+    this.#outcome = error;
     return error;
+  }
+}
+
+function isAcked(outcome: EvaluationOutcome | Error | (() => Error)): outcome is EvaluationOutcome {
+  return typeof outcome === 'object' && !(outcome instanceof Error);
+}
+
+/**
+ * The broker's handle: a view of its record of the evaluation. Not exported from the package: callers see
+ * `EvaluationHandle`. Every `enqueue` of an id makes a new view of the same record: `done` is the same promise.
+ */
+export class OutcomeHandle implements EvaluationHandle {
+  readonly id: string;
+  readonly #record: OutcomeRecord;
+
+  constructor(record: OutcomeRecord) {
+    this.id = record.id;
+    this.#record = record;
+  }
+
+  get accepted(): Promise<void> {
+    return ACCEPTED;
+  }
+
+  get done(): Promise<EvaluationOutcome> {
+    return this.#record.outcomePromise();
+  }
+
+  /** Whether the outcome is known (the first settlement wins; later ones change nothing). */
+  get settled(): boolean {
+    return this.#record.outcomeKnown;
   }
 }

@@ -212,7 +212,8 @@ function run(ops: readonly Op[]): void {
         const handle = broker.enqueue(evaluation) as OutcomeHandle;
         if (known) {
           assert.deepEqual(broker.stats(), before, `${step}: a known id is a no-op`);
-          assert.equal(handle, m.handle, `${step}: a known id returns its handle`);
+          assert.equal(handle.id, m.handle!.id, `${step}: a known id returns a handle of that evaluation`);
+          assert.equal(handle.settled, m.handle!.settled, `${step}: … whose outcome is the same`);
         }
         m.handle = handle;
         break;

@@ -603,7 +603,7 @@ describe('knownTypes', () => {
     assert.equal(broker.inspect('stray')?.deliveries, 0, 'never delivered');
     assert.equal(broker.stats().totalFailed, 2);
     assert.equal(broker.stats().totalPending + broker.stats().totalWaiting, 0, 'nothing waits to be failed later');
-    assert.equal(broker.enqueue(ev('job', { id: 'stray', type: 'mystery' })), stray, 'the same id again changes nothing');
+    assert.equal(broker.enqueue(ev('job', { id: 'stray', type: 'mystery' })).done, stray.done, 'the same id again changes nothing');
     clock.advance(120_000);
     broker.ack('held', held.token);
     assert.equal(events.filter((e) => e.startsWith('failed')).length, 2, 'failed once each');

@@ -23,17 +23,22 @@ async function unhandledDuring(body: () => void | Promise<void>): Promise<unknow
 }
 
 describe('handles', () => {
-  test('enqueue returns a handle; an id the broker holds returns the same handle', async () => {
+  test('enqueue returns a handle; an id the broker holds returns a handle of the same evaluation (same id, same done)', async () => {
     const { broker } = harness();
     const e = ev('job', { id: 'h1' });
     const handle = broker.enqueue(e);
     assert.equal(handle.id, 'h1');
     assert.equal(await handle.accepted, undefined, 'in memory the evaluation is held at once');
-    assert.equal(broker.enqueue({ ...e }), handle);
+    const again = broker.enqueue({ ...e });
+    assert.equal(again.id, 'h1');
+    assert.equal(again.done, handle.done, 'one outcome per evaluation, whichever handle reads it');
     const d = broker.tryDequeue(['service'])!;
-    assert.equal(broker.enqueue(e), handle, 'also while it is in flight');
+    assert.equal(broker.enqueue(e).done, handle.done, 'also while it is in flight');
     broker.ack(e.id, d.token);
-    assert.notEqual(broker.enqueue(e), handle, 'an acked id is new work with a new handle');
+    const fresh = broker.enqueue(e);
+    assert.notEqual(fresh.done, handle.done, 'an acked id is new work with a new outcome');
+    assert.equal((await handle.done).id, 'h1');
+    assert.equal(await settled(fresh.done), false, 'the new work is pending');
   });
 
   test('an ack resolves done with the value, index and attempts it reports and the deliveries so far', async () => {
