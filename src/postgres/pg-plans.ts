@@ -27,6 +27,9 @@ import type { SchemaNames } from './names.js';
 import { refusalError, type PgBroker } from './pg-broker.js';
 import type { PgState, WriteOp } from './pg-state.js';
 
+/** How long the check of a cut-off commit waits for that transaction to end on the server. */
+const CUT_OFF_LOCK_TIMEOUT_MS = 5000;
+
 interface PlanJob extends Queued {
   readonly kind: 'plan';
   readonly id: string;
@@ -443,11 +446,19 @@ export class PgPlans implements PlanBackend {
   async #resolveCutOff(batch: Job[], error: unknown): Promise<void> {
     let landed: Map<string, { index: number; changes: readonly RecordChange[] }>;
     try {
-      const rows = await this.#db.query<{ plan_id: string; index: string; changes: Buffer }>(
-        `SELECT plan_id, index, changes FROM ${this.#names.S}.state_log WHERE plan_id = ANY($1::uuid[])`,
-        [batch.map((j) => j.id)],
-        'a commit check',
-      );
+      const S = this.#names.S;
+      // The cut-off transaction holds the counter row until it ends on the server, which may be after this check
+      // arrives on another connection: waiting for the row first reads its end, committed or rolled back, instead
+      // of a log that does not show it yet. A server that never got the COMMIT holds it until it drops the session:
+      // past the lock timeout the outcome stays unknown.
+      const rows = await this.#db.transaction(async (session) => {
+        await session.query(`SET LOCAL lock_timeout = '${CUT_OFF_LOCK_TIMEOUT_MS}ms'`);
+        await session.query(`SELECT index FROM ${S}.state_counter FOR SHARE`);
+        return session.query<{ plan_id: string; index: string; changes: Buffer }>(
+          `SELECT plan_id, index, changes FROM ${S}.state_log WHERE plan_id = ANY($1::uuid[])`,
+          [batch.map((j) => j.id)],
+        );
+      }, 'a commit check');
       landed = new Map(rows.map((r) => [r.plan_id, { index: Number(r.index), changes: decodeValue(r.changes) as RecordChange[] }]));
     } catch (checkError) {
       this.#logger.warn({ err: checkError }, 'could not learn whether a cut-off commit landed');

@@ -13,6 +13,9 @@ export class Partition {
   #severed = false;
   /** Armed by `cutAfterCommit()`: the next COMMIT reaches the server, its answer never reaches the client. */
   #cutAfterCommit: (() => void) | undefined;
+  /** With `late`: the COMMIT, held back until another connection asked the server about the state's log or counter. */
+  #lateCommit = false;
+  #heldCommit: (() => void) | undefined;
   readonly port: Promise<number>;
 
   constructor(targetPort: number) {
@@ -23,18 +26,31 @@ export class Partition {
       }
       const upstream = connect(targetPort, '127.0.0.1');
       const pair: [Socket, Socket] = [client, upstream];
+      /** The COMMIT this connection holds back (`late`): only another connection's statement lets it go. */
+      let heldHere: (() => void) | undefined;
       this.#pairs.add(pair);
       // Forwarding by hand (not pipe()), so that a hold stops it where it is.
       const forward = (from: Socket, to: Socket): void => {
         from.on('data', (chunk: Buffer) => {
-          to.write(chunk);
           // A simple-protocol Query message ('Q', length, text) whose text is COMMIT, on its way to the server.
-          if (from === client && this.#cutAfterCommit !== undefined && chunk[0] === 0x51 && chunk.subarray(5).toString('utf8').startsWith('COMMIT')) {
-            const done = this.#cutAfterCommit;
+          const isCommit = from === client && this.#cutAfterCommit !== undefined && chunk[0] === 0x51 && chunk.subarray(5).toString('utf8').startsWith('COMMIT');
+          if (isCommit && this.#lateCommit) this.#heldCommit = () => to.write(chunk);
+          else to.write(chunk);
+          if (from === client && this.#heldCommit !== undefined && this.#heldCommit !== heldHere && /state_(log|counter)/.test(chunk.toString('latin1'))) {
+            const late = this.#heldCommit;
+            this.#heldCommit = undefined;
+            late();
+          }
+          if (isCommit) {
+            heldHere = this.#heldCommit;
+            const done = this.#cutAfterCommit!;
             this.#cutAfterCommit = undefined;
             // The server gets the COMMIT and answers into a socket that no longer reaches the client.
             upstream.removeAllListeners('data');
             upstream.on('data', () => undefined);
+            // The server's side stays open (a held COMMIT still has to get there): only the client's side is cut.
+            client.removeAllListeners('end');
+            client.removeAllListeners('close');
             client.destroy();
             done();
           }
@@ -56,8 +72,13 @@ export class Partition {
     this.port = new Promise((resolve) => this.#server.listen(0, '127.0.0.1', () => resolve((this.#server.address() as { port: number }).port)));
   }
 
-  /** Resolves once a COMMIT went through and its connection was cut before the answer came back. */
-  cutAfterCommit(): Promise<void> {
+  /**
+   * Resolves once a COMMIT went through and its connection was cut before the answer came back. `late`: the COMMIT
+   * reaches the server only right after another connection sent it a statement on the state's log or counter (the
+   * check a client makes after the cut, on another connection, then races the COMMIT on the server).
+   */
+  cutAfterCommit(options: { late?: boolean } = {}): Promise<void> {
+    this.#lateCommit = options.late === true;
     return new Promise<void>((resolve) => (this.#cutAfterCommit = resolve));
   }
 
