@@ -386,3 +386,31 @@ test('nack deadline: an attempt whose scheduler has returned, its result still o
   const outcome = await handle.done;
   assert.deepEqual({ value: outcome.value, deliveries: outcome.deliveries }, { value: 'late but fine', deliveries: 1 });
 });
+
+test('an answer that ends the delivery acks it and sends the next evaluation within the same call: no promise per evaluation', async (t) => {
+  const h = harness(t);
+  const acked: string[] = [];
+  h.broker.events.on('broker:ack', ({ evaluation }) => acked.push(evaluation.id));
+  for (const id of ['a', 'b', 'c']) h.enqueue(id);
+  void h.worker.start();
+  const first = await h.pool.next();
+  assert.equal(first.item.evaluation.id, 'a');
+  // Answered as the pool does after a results message; nothing else runs in between (no await, no promise job).
+  first.answer(ok());
+  assert.deepEqual(acked, ['a'], 'acked inside the answer');
+  assert.equal(h.pool.pending, 1, 'and the next evaluation already dispatched');
+  const second = await h.pool.next();
+  assert.equal(second.item.evaluation.id, 'b');
+  second.answer({ status: 'canceled' });
+  assert.equal(h.nacks.length, 1, 'a cancel is nacked inside the answer too');
+  assert.equal(h.pool.pending, 1);
+  const third = await h.pool.next();
+  assert.equal(third.item.evaluation.id, 'b', 'the nacked one is ready again at once (no nack delay here), ahead of c');
+  third.answer(ok({ writes: [], value: 7 }));
+  assert.deepEqual(acked, ['a', 'b'], 'a plan without writes is acked at once');
+  const fourth = await h.pool.next();
+  assert.equal(fourth.item.evaluation.id, 'c');
+  fourth.answer(ok());
+  assert.deepEqual(acked, ['a', 'b', 'c']);
+  assert.equal(h.worker.processed, 4);
+});
