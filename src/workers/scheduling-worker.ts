@@ -6,8 +6,9 @@
  * slot of the slot table; the thread reads cancel and writes heartbeats there.
  *
  * It talks to the broker and the plan committer through the backend seams only. Their answers may be promises (a
- * durable backend); the worker awaits one only where it is one, so the in-memory path from a delivery to its ack
- * has no `await` beyond the pool's.
+ * durable backend); the worker waits on one only where it is one. The loop runs on callbacks (the broker's dequeue
+ * callback, the pool's `dispatchWith`): on the in-memory path a delivery whose scheduler wrote nothing goes from the
+ * thread's answer to its ack and the next dispatch in one call, with no promise made per evaluation.
  */
 import type { BrokerBackend } from '../backend/broker-backend.js';
 import type { ChangeFeed, PlanBackend, PlanOutcome } from '../backend/state-backend.js';

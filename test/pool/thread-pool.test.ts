@@ -250,3 +250,54 @@ test('threads that grew the pool but found no work go idle too', async (t) => {
   assert.equal(stops.count, 2);
   await until(() => pool.threadCount === 1, 'the pool to shrink back to minThreads');
 });
+
+test('dispatchWith: outcomes are told after the pool is done with their message, never inside the call; one that throws stops no other; one told may dispatch again', async (t) => {
+  const h = poolHarness({ minThreads: 1, maxThreads: 1, batchSize: 16, holdBudgetMs: UNBOUNDED });
+  const { pool, slots } = h;
+  await pool.start();
+  t.after(() => pool.stop({ force: true }));
+  const item = (): { kind: 'run'; slot: number; generation: number; attempt: number; run: { taskId: string; runId: string; scheduledFor: number; runAt: number }; handler: string; payload: null } => {
+    const slot = slots.allocate(1);
+    return { kind: 'run', slot, generation: slots.claim(slot), attempt: 1, run: { taskId: 't', runId: 'r', scheduledFor: 0, runAt: 0 }, handler: 'noop', payload: null };
+  };
+  const told: string[] = [];
+  let settledWhenTold = 0;
+  let last!: () => void;
+  const allTold = new Promise<void>((resolve) => (last = resolve));
+  const blocker = newGate();
+  const first = h.evaluate('gated', { gate: blocker }).outcome;
+  await waitFor(blocker, Gate.STARTED, 1);
+  // Queued behind the blocker: their results come back in one message.
+  const a = item();
+  const b = item();
+  pool.dispatchWith(a, undefined, (outcome) => {
+    slots.finish(a.slot, a.generation);
+    told.push(`a ${outcome.status}`);
+    settledWhenTold = pool.stats().settled;
+    throw new Error('a dispatcher that throws');
+  });
+  pool.dispatchWith(b, undefined, (outcome) => {
+    slots.finish(b.slot, b.generation);
+    told.push(`b ${outcome.status}`);
+    // From inside an outcome: the pool is consistent, and the new item runs.
+    const c = item();
+    pool.dispatchWith(c, undefined, (again) => {
+      slots.finish(c.slot, c.generation);
+      told.push(`c ${again.status}`);
+      last();
+    });
+    told.push('c dispatched');
+  });
+  await flushed();
+  set(blocker, Gate.RELEASE, 1);
+  await first;
+  await within(allTold, 'every outcome told');
+  assert.deepEqual(told, ['a ok', 'b ok', 'c dispatched', 'c ok']);
+  assert.ok(settledWhenTold >= 2, `a was told after the pool settled it (the blocker and a at least: ${settledWhenTold})`);
+  await pool.stop();
+  let late = false;
+  pool.dispatchWith(item(), undefined, () => (late = true));
+  assert.equal(late, false, 'a stopped pool answers, but not inside the call');
+  await new Promise<void>((resolve) => queueMicrotask(resolve));
+  assert.equal(late, true);
+});
