@@ -10,11 +10,12 @@
 import type { ChangeSet, RecordChange, Snapshot, StoredRecord, WriteTxn } from '../state/types.js';
 import type { StateBackend } from '../backend/state-backend.js';
 import type { Clock, TimerHandle } from '../clock.js';
-import { AbortedError, InvalidArgumentError, InvalidStateError } from '../errors.js';
+import { InvalidArgumentError, InvalidStateError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import type { Logger } from '../observability/logger.js';
 import { adoptValue, ownValue } from '../state/values.js';
 import { TablesVersion, type TablesDraft } from '../state/versioned-tables.js';
+import { waitForFeedIndex } from '../state/wait-for-feed-index.js';
 import { decodeValue } from './codec.js';
 import type { Database, Session } from './database.js';
 import type { SchemaNames } from './names.js';
@@ -165,24 +166,9 @@ export class PgState implements StateBackend {
   }
 
   waitForIndex(index: number, signal?: AbortSignal): Promise<void> | undefined {
-    if (!Number.isSafeInteger(index) || index < 0) throw new InvalidArgumentError('index', 'an integer >= 0', index);
-    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidArgumentError('signal', 'an AbortSignal or undefined', signal);
-    if (index <= this.#version.index) return undefined;
-    if (signal?.aborted === true) return Promise.reject(new AbortedError('waitForIndex', { cause: signal.reason }));
-    const waiting = new Promise<void>((resolve, reject) => {
-      const onAbort = (): void => {
-        unsubscribe();
-        reject(new AbortedError('waitForIndex', { cause: signal!.reason }));
-      };
-      const unsubscribe = this.onChange((change) => {
-        if (change.index < index) return;
-        unsubscribe();
-        signal?.removeEventListener('abort', onAbort);
-        resolve();
-      });
-      signal?.addEventListener('abort', onAbort, { once: true });
-    });
-    this.hint();
+    const waiting = waitForFeedIndex(this, index, signal);
+    // Waiting on an index the replica has not reached: catch up now rather than at the next notification or poll.
+    if (waiting !== undefined && signal?.aborted !== true) this.hint();
     return waiting;
   }
 
