@@ -18,7 +18,7 @@ import type { PlanBackend, PlanDelivery, PlanOutcome } from '../backend/state-ba
 import { describeValue, InvalidArgumentError, InvalidStateError, UserCodeError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import { PlanQueue, type Queued } from '../state/plan-queue.js';
-import { checkPlan, type CheckedPlan } from '../state/plan-validation.js';
+import { checkPlan, checkVersions, type CheckedPlan } from '../state/plan-validation.js';
 import type { ChangeSet, EvaluatePlan, Plan, PlanWrite, RecordChange, Snapshot } from '../state/types.js';
 import type { TablesVersion } from '../state/versioned-tables.js';
 import { decodeValue, encodeValue } from './codec.js';
@@ -328,15 +328,7 @@ export class PgPlans implements PlanBackend {
   /** Version check, the user's check, and the writes of one plan on top of `version`. */
   #applyPlan(version: TablesVersion, checked: CheckedPlan): { version: TablesVersion; changes: readonly RecordChange[]; rejected: PlanWrite[] } {
     const writes = checked.writes.map((c) => c.write);
-    const rejected = new Array<boolean>(writes.length).fill(false);
-    let conflicts = 0;
-    for (let i = 0; i < writes.length; i++) {
-      const w = writes[i]!;
-      if ((version.get(w.table, w.key)?.modifyIndex ?? 0) !== w.readIndex) {
-        rejected[i] = true;
-        conflicts++;
-      }
-    }
+    const { rejected, conflicts } = checkVersions(version, writes);
     let evaluated = 0;
     if (this.#evaluate !== undefined && conflicts < writes.length && !(checked.allAtOnce && conflicts > 0)) {
       evaluated = this.#runEvaluate(version, checked, writes, rejected);

@@ -5,7 +5,7 @@ import { createDefaultLogger, isLogger, type Logger } from '../observability/log
 import { isRegistry, Registry } from '../observability/metrics.js';
 import { planMetrics, type PlanMetrics } from './plan-metrics.js';
 import { PlanQueue, type Queued } from './plan-queue.js';
-import { checkPlan, type CheckedPlan } from './plan-validation.js';
+import { checkPlan, checkVersions, type CheckedPlan } from './plan-validation.js';
 import { StateStore } from './state-store.js';
 import type { EvaluatePlan, Plan, PlanResult, PlanWrite, Snapshot } from './types.js';
 
@@ -155,15 +155,7 @@ export class PlanApplier implements PlanBackend {
     const writes = checked.writes.map((c) => c.write);
     const started = this.#seconds();
     const snapshot = this.#state.snapshot();
-    const rejected = new Array<boolean>(writes.length).fill(false);
-    let conflicts = 0;
-    for (let i = 0; i < writes.length; i++) {
-      const w = writes[i]!;
-      if ((snapshot.get(w.table, w.key)?.modifyIndex ?? 0) !== w.readIndex) {
-        rejected[i] = true;
-        conflicts++;
-      }
-    }
+    const { rejected, conflicts } = checkVersions(snapshot, writes);
     let evaluated = 0;
     const survivors = writes.length - conflicts;
     if (this.#evaluate !== undefined && survivors > 0 && !(allAtOnce && conflicts > 0)) {

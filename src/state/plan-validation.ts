@@ -1,5 +1,5 @@
 import { InvalidPlanError, UnknownTableError } from '../errors.js';
-import type { Plan, PlanWrite } from './types.js';
+import type { Plan, PlanWrite, Snapshot } from './types.js';
 import { ownValue } from './values.js';
 
 export const planDefaults = Object.freeze({ priority: 50, minPriority: 1, maxPriority: 100 });
@@ -88,4 +88,22 @@ export function checkPlan(plan: unknown, tables: readonly string[]): CheckedPlan
     allAtOnce: allAtOnce === true,
     writes: Object.freeze(writes),
   });
+}
+
+/**
+ * The optimistic-concurrency check of a plan's writes against the state they would commit on: a write whose record
+ * no longer has the `modifyIndex` the scheduler read (0: absent) conflicts. `rejected` has one flag per write, true
+ * for each conflict; `conflicts` counts them. Both committers run it first, before `evaluatePlan` and all-at-once.
+ */
+export function checkVersions(state: Pick<Snapshot, 'get'>, writes: readonly PlanWrite[]): { rejected: boolean[]; conflicts: number } {
+  const rejected = new Array<boolean>(writes.length).fill(false);
+  let conflicts = 0;
+  for (let i = 0; i < writes.length; i++) {
+    const w = writes[i]!;
+    if ((state.get(w.table, w.key)?.modifyIndex ?? 0) !== w.readIndex) {
+      rejected[i] = true;
+      conflicts++;
+    }
+  }
+  return { rejected, conflicts };
 }
