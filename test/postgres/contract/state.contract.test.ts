@@ -96,6 +96,16 @@ for (const factory of subjects) {
       assert.equal(state.index, 1);
     });
 
+    test('evaluatePlan matches writes by record: a copy, or the same write named twice, rejects it once', async () => {
+      const { plans } = await open((_snapshot, plan) => {
+        const bad = plan.writes.find((w) => w.key === 'bad')!;
+        return [bad, { ...bad }];
+      });
+      const result = await plans.submit({ writes: [{ table: 'allocs', key: 'bad', value: 1, readIndex: 0 }, { table: 'allocs', key: 'ok', value: 1, readIndex: 0 }] });
+      assert.deepEqual(result.rejected.map((w) => w.key), ['bad']);
+      assert.ok(result.index > 0, 'the other write committed');
+    });
+
     test('a plan fenced by a delivery commits only while that delivery is current', async () => {
       const { broker, plans, state } = await open();
       await broker.enqueue({ id: 'e', jobId: 'j', type: 'service' }).accepted;
