@@ -13,9 +13,10 @@ import type { Clock, TimerHandle } from '../clock.js';
 import { InvalidArgumentError, InvalidStateError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import type { Logger } from '../observability/logger.js';
-import { adoptValue, ownValue } from '../state/values.js';
-import { TablesVersion, type TablesDraft } from '../state/versioned-tables.js';
+import { adoptValue } from '../state/values.js';
+import { TablesVersion } from '../state/versioned-tables.js';
 import { waitForFeedIndex } from '../state/wait-for-feed-index.js';
+import { runTransaction, Transaction } from '../state/write-txn.js';
 import { decodeValue } from './codec.js';
 import type { Database, Session } from './database.js';
 import type { SchemaNames } from './names.js';
@@ -37,48 +38,6 @@ interface StateEvents {
 
 /** Log rows read per query while catching up. */
 const CATCH_UP_ROWS = 1_000;
-
-/** The write transaction of `state.write(fn)`: reads see the replica plus its own writes; the writes are recorded. */
-class RecordingTxn implements WriteTxn {
-  readonly ops: WriteOp[] = [];
-  #draft: TablesDraft | undefined;
-
-  constructor(version: TablesVersion) {
-    this.#draft = version.draft(version.index + 1, false);
-  }
-
-  get<T = unknown>(table: string, key: string): StoredRecord<T> | undefined {
-    return this.#open('get').get(table, key) as StoredRecord<T> | undefined;
-  }
-
-  put(table: string, key: string, value: unknown): void {
-    const draft = this.#open('put');
-    checkKey(key);
-    const owned = ownValue(value, `value of ${table}/${key}`);
-    draft.put(table, key, owned);
-    this.ops.push({ table, key, value: owned });
-  }
-
-  delete(table: string, key: string): void {
-    const draft = this.#open('delete');
-    checkKey(key);
-    draft.delete(table, key);
-    this.ops.push({ table, key, value: undefined });
-  }
-
-  close(): void {
-    this.#draft = undefined;
-  }
-
-  #open(operation: string): TablesDraft {
-    if (this.#draft === undefined) throw new InvalidStateError(`Expected ${operation}() inside the write() callback, but its transaction has ended`);
-    return this.#draft;
-  }
-}
-
-function checkKey(key: unknown): void {
-  if (typeof key !== 'string' || key.length === 0) throw new InvalidArgumentError('key', 'a non-empty string', key);
-}
 
 export class PgState implements StateBackend {
   readonly #db: Database;
@@ -150,19 +109,16 @@ export class PgState implements StateBackend {
     if (this.#writer === undefined || this.#closed) {
       throw new InvalidStateError(`Expected an open PostgreSQL state store to write to, but it is ${this.#closed ? 'closed' : 'not open yet'}`);
     }
-    const txn = new RecordingTxn(this.#version);
+    // Reads see the replica plus the transaction's own writes; the writes are recorded and replayed at the commit.
+    const ops: WriteOp[] = [];
+    const txn = new Transaction(this.#version.draft(this.#version.index + 1, false), (table, key, value) => ops.push({ table, key, value }));
     this.#writing = true;
     try {
-      const result: unknown = fn(txn);
-      if (result !== null && typeof result === 'object' && typeof (result as { then?: unknown }).then === 'function') {
-        (result as Promise<unknown>).then(undefined, () => {});
-        throw new InvalidArgumentError('fn', 'a synchronous function', result);
-      }
+      runTransaction(txn, fn);
     } finally {
-      txn.close();
       this.#writing = false;
     }
-    return this.#writer(txn.ops);
+    return this.#writer(ops);
   }
 
   waitForIndex(index: number, signal?: AbortSignal): Promise<void> | undefined {

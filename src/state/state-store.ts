@@ -6,7 +6,7 @@ import { ChangeHistory } from './change-history.js';
 import type { ChangeSet, Snapshot, WriteTxn } from './types.js';
 import { TablesVersion } from './versioned-tables.js';
 import { waitForFeedIndex } from './wait-for-feed-index.js';
-import { Transaction } from './write-txn.js';
+import { runTransaction, Transaction } from './write-txn.js';
 
 export interface StateStoreOptions {
   /** The tables of the store, fixed for its lifetime. Default: none. */
@@ -90,14 +90,8 @@ export class StateStore implements StateBackend {
     const txn = new Transaction(draft);
     this.#writing = true;
     try {
-      const result: unknown = fn(txn);
-      if (result !== null && typeof result === 'object' && typeof (result as { then?: unknown }).then === 'function') {
-        // Writes after the first `await` would land outside the transaction: refuse the whole thing.
-        (result as Promise<unknown>).then(undefined, () => {});
-        throw new InvalidArgumentError('fn', 'a synchronous function', result);
-      }
+      runTransaction(txn, fn);
     } finally {
-      txn.close();
       this.#writing = false;
     }
     const { version, changes } = draft.finish();

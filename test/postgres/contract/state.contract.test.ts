@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
-import type { ChangeSet, PlanWrite } from '../../../src/state/types.js';
+import type { ChangeSet, PlanWrite, WriteTxn } from '../../../src/state/types.js';
 import { TickpoolError } from '../../../src/errors.js';
 import { requireDatabaseInCI } from '../helpers.js';
 import { subjects, type Subject } from './subjects.js';
@@ -56,6 +56,21 @@ for (const factory of subjects) {
       }), /no/);
       assert.throws(() => state.write((txn) => txn.put('no-such-table', 'k', 1)), code('ERR_UNKNOWN_TABLE'));
       assert.equal(state.index, 0);
+    });
+
+    test('an async fn is refused and commits nothing; a transaction that escaped its callback refuses use', async () => {
+      const { state } = await open();
+      assert.throws(() => state.write((async (txn: WriteTxn) => txn.put('allocs', 'a', 1)) as never), code('ERR_INVALID_ARGUMENT'));
+      let escaped: WriteTxn | undefined;
+      await state.write((txn) => {
+        escaped = txn;
+        txn.put('allocs', 'b', 1);
+      });
+      assert.throws(() => escaped!.put('allocs', 'c', 1), code('ERR_INVALID_STATE'));
+      assert.throws(() => escaped!.get('allocs', 'b'), code('ERR_INVALID_STATE'));
+      assert.equal(state.index, 1);
+      assert.equal(state.snapshot().get('allocs', 'a'), undefined);
+      assert.deepEqual(state.snapshot().get('allocs', 'b')?.value, 1);
     });
 
     test('a plan commits the writes whose readIndex is still the committed version, and reports the others', async () => {
