@@ -7,13 +7,13 @@
  * index it has not reached. The log's indexes are gap-free, so a change set is applied only right after the one
  * before it; a log that no longer reaches back (compacted) reloads the whole state.
  */
-import type { ChangeSet, RecordChange, Snapshot, StoredRecord, WriteTxn } from '../state/types.js';
+import type { ChangeSet, RecordChange, Snapshot, WriteTxn } from '../state/types.js';
 import type { StateBackend } from '../backend/state-backend.js';
 import type { Clock, TimerHandle } from '../clock.js';
 import { InvalidArgumentError, InvalidStateError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import type { Logger } from '../observability/logger.js';
-import { adoptValue } from '../state/values.js';
+import { adoptRecord } from '../state/values.js';
 import { TablesVersion } from '../state/versioned-tables.js';
 import { waitForFeedIndex } from '../state/wait-for-feed-index.js';
 import { runTransaction, Transaction } from '../state/write-txn.js';
@@ -145,13 +145,7 @@ export class PgState implements StateBackend {
     const draft = TablesVersion.empty(this.#tables, true, index).draft(index, false);
     for (const row of rows) {
       draft.putRecord(
-        Object.freeze({
-          table: row.tbl,
-          key: row.key,
-          value: adoptValue(decodeValue(row.value)),
-          createIndex: Number(row.create_index),
-          modifyIndex: Number(row.modify_index),
-        }),
+        adoptRecord({ table: row.tbl, key: row.key, value: decodeValue(row.value), createIndex: Number(row.create_index), modifyIndex: Number(row.modify_index) }),
       );
     }
     const reloaded = this.#open;
@@ -232,13 +226,7 @@ export class PgState implements StateBackend {
         draft.delete(c.table, c.key);
         kept.push(Object.freeze({ table: c.table, key: c.key, value: undefined, createIndex: c.createIndex, modifyIndex: c.modifyIndex }));
       } else {
-        const record: StoredRecord = Object.freeze({
-          table: c.table,
-          key: c.key,
-          value: adoptValue(c.value),
-          createIndex: c.createIndex,
-          modifyIndex: c.modifyIndex,
-        });
+        const record = adoptRecord(c);
         draft.putRecord(record);
         kept.push(record);
       }
