@@ -14,9 +14,10 @@ import { Registry } from 'prom-client';
 import { createEngine } from '../../src/index.js';
 import { postgresBackend } from '../../src/postgres/index.js';
 import type { CliOptions } from './cli.js';
-import { auditCapacity, generateJob, generateNode, nextVersion, seededRandom } from './cluster-state.js';
+import { auditCapacity, generateNode, seededRandom } from './cluster-state.js';
 import { Table, tables, type JobRecord } from './model.js';
 import type { ProcessReport } from './postgres-process.js';
+import { registration, Registrations } from './registrations.js';
 
 const TICK_MS = 10;
 const MAX_PLAN_ATTEMPTS = 10;
@@ -70,11 +71,10 @@ export async function runPostgresDemo(cli: CliOptions, url: string): Promise<voi
     for (let i = 1; i <= cli.processes; i++) children.push(await startChild(`p${i}`, url, schema, cli));
     process.stderr.write(`${cli.processes} engine processes on schema ${schema}; ${cli.rate} evaluations/s for ${cli.durationS} s\n`);
 
-    const jobs = new Map<string, JobRecord>();
-    let next = 0;
     let enqueued = 0;
     const handles: Promise<unknown>[] = [];
     const started = performance.now();
+    const registrations = new Registrations(random, cli.rate, cli.jobs, started);
     // Registrations due while a commit is on its way wait for the next one: one commit carries them all, in order.
     let due: JobRecord[] = [];
     let writing: Promise<void> | undefined;
@@ -86,29 +86,14 @@ export async function runPostgresDemo(cli: CliOptions, url: string): Promise<voi
           for (const job of batch) txn.put(Table.JOBS, job.id, job);
         });
         for (const job of batch) {
-          const handle = front.enqueue({
-            id: `eval-${job.id}-v${job.version}`,
-            jobId: job.id,
-            type: job.type,
-            priority: job.priority,
-            modifyIndex: index,
-            createIndex: index,
-            triggeredBy: job.version === 1 ? 'job-register' : 'job-update',
-          });
+          const handle = front.enqueue(registration(job, index));
           handles.push(handle.done.catch(() => undefined));
           enqueued++;
         }
       }
     };
     const timer = setInterval(() => {
-      const count = Math.min(Math.floor((cli.rate * (performance.now() - started)) / 1000) - next, Math.max(1, Math.ceil(cli.rate / 10)));
-      for (let i = 0; i < count; i++) {
-        const id = `job-${String((next++ % cli.jobs) + 1).padStart(5, '0')}`;
-        const previous = jobs.get(id);
-        const job = previous === undefined ? generateJob(random, id) : nextVersion(random, previous);
-        jobs.set(id, job);
-        due.push(job);
-      }
+      due.push(...registrations.take(performance.now()));
       writing ??= flush().finally(() => (writing = undefined));
     }, TICK_MS);
     await new Promise<void>((resolve) => {

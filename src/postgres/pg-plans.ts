@@ -15,11 +15,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { PlanBackend, PlanDelivery, PlanOutcome } from '../backend/state-backend.js';
-import { describeValue, InvalidArgumentError, InvalidStateError, UserCodeError } from '../errors.js';
+import { InvalidArgumentError, InvalidStateError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import { PlanQueue, type Queued } from '../state/plan-queue.js';
-import { checkPlan, type CheckedPlan } from '../state/plan-validation.js';
-import type { ChangeSet, EvaluatePlan, Plan, PlanWrite, RecordChange, Snapshot } from '../state/types.js';
+import { checkPlan, checkVersions, runEvaluatePlan, type CheckedPlan } from '../state/plan-validation.js';
+import type { ChangeSet, EvaluatePlan, Plan, PlanWrite, RecordChange } from '../state/types.js';
 import type { TablesVersion } from '../state/versioned-tables.js';
 import { decodeValue, encodeValue } from './codec.js';
 import { isAmbiguous, type Database, type Session } from './database.js';
@@ -331,18 +331,10 @@ export class PgPlans implements PlanBackend {
   /** Version check, the user's check, and the writes of one plan on top of `version`. */
   #applyPlan(version: TablesVersion, checked: CheckedPlan): { version: TablesVersion; changes: readonly RecordChange[]; rejected: PlanWrite[] } {
     const writes = checked.writes.map((c) => c.write);
-    const rejected = new Array<boolean>(writes.length).fill(false);
-    let conflicts = 0;
-    for (let i = 0; i < writes.length; i++) {
-      const w = writes[i]!;
-      if ((version.get(w.table, w.key)?.modifyIndex ?? 0) !== w.readIndex) {
-        rejected[i] = true;
-        conflicts++;
-      }
-    }
+    const { rejected, conflicts } = checkVersions(version, writes);
     let evaluated = 0;
     if (this.#evaluate !== undefined && conflicts < writes.length && !(checked.allAtOnce && conflicts > 0)) {
-      evaluated = this.#runEvaluate(version, checked, writes, rejected);
+      evaluated = runEvaluatePlan(this.#evaluate, version, checked, writes, rejected);
     }
     if (checked.allAtOnce && conflicts + evaluated > 0) rejected.fill(true);
     const draft = version.draft(version.index + 1, true);
@@ -358,44 +350,6 @@ export class PgPlans implements PlanBackend {
       changes: finished.changes,
       rejected: checked.writes.filter((_, i) => rejected[i]).map((c) => c.original),
     };
-  }
-
-  #runEvaluate(snapshot: Snapshot, checked: CheckedPlan, writes: readonly PlanWrite[], rejected: boolean[]): number {
-    const remaining = Object.freeze(writes.filter((_, i) => !rejected[i]));
-    const plan: Plan = Object.freeze({
-      ...(checked.evalId === undefined ? {} : { evalId: checked.evalId }),
-      priority: checked.priority,
-      allAtOnce: checked.allAtOnce,
-      writes: remaining,
-    });
-    let verdict: unknown;
-    try {
-      verdict = this.#evaluate!(snapshot, plan);
-    } catch (error) {
-      throw new UserCodeError(`Expected evaluatePlan to return the writes to reject, but it threw: ${error instanceof Error ? error.message : describeValue(error)}`, {
-        cause: error,
-        details: { evalId: checked.evalId },
-      });
-    }
-    if (verdict === undefined) return 0;
-    if (!Array.isArray(verdict)) {
-      throw new UserCodeError(`Expected evaluatePlan to return an array of writes to reject or nothing, got ${describeValue(verdict)}`, {
-        details: { evalId: checked.evalId },
-      });
-    }
-    let count = 0;
-    for (const reject of verdict as unknown[]) {
-      const r = reject as Partial<PlanWrite> | null;
-      const i = r === null || typeof r !== 'object' ? -1 : writes.findIndex((w, at) => !rejected[at] && w.table === r.table && w.key === r.key);
-      if (i < 0) {
-        throw new UserCodeError(`Expected evaluatePlan to return writes of the plan it was given, got ${describeValue(reject)}`, {
-          details: { evalId: checked.evalId },
-        });
-      }
-      rejected[i] = true;
-      count++;
-    }
-    return count;
   }
 
   /** Why a fenced plan's delivery is not current, as the broker's typed refusal. */

@@ -7,14 +7,16 @@
  * index it has not reached. The log's indexes are gap-free, so a change set is applied only right after the one
  * before it; a log that no longer reaches back (compacted) reloads the whole state.
  */
-import type { ChangeSet, RecordChange, Snapshot, StoredRecord, WriteTxn } from '../state/types.js';
+import type { ChangeSet, RecordChange, Snapshot, WriteTxn } from '../state/types.js';
 import type { StateBackend } from '../backend/state-backend.js';
 import type { Clock, TimerHandle } from '../clock.js';
-import { AbortedError, InvalidArgumentError, InvalidStateError } from '../errors.js';
+import { InvalidArgumentError, InvalidStateError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import type { Logger } from '../observability/logger.js';
-import { adoptValue, ownValue } from '../state/values.js';
-import { TablesVersion, type TablesDraft } from '../state/versioned-tables.js';
+import { adoptRecord } from '../state/values.js';
+import { TablesVersion } from '../state/versioned-tables.js';
+import { waitForFeedIndex } from '../state/wait-for-feed-index.js';
+import { runTransaction, Transaction } from '../state/write-txn.js';
 import { decodeValue } from './codec.js';
 import type { Database, Session } from './database.js';
 import type { SchemaNames } from './names.js';
@@ -36,48 +38,6 @@ interface StateEvents {
 
 /** Log rows read per query while catching up. */
 const CATCH_UP_ROWS = 1_000;
-
-/** The write transaction of `state.write(fn)`: reads see the replica plus its own writes; the writes are recorded. */
-class RecordingTxn implements WriteTxn {
-  readonly ops: WriteOp[] = [];
-  #draft: TablesDraft | undefined;
-
-  constructor(version: TablesVersion) {
-    this.#draft = version.draft(version.index + 1, false);
-  }
-
-  get<T = unknown>(table: string, key: string): StoredRecord<T> | undefined {
-    return this.#open('get').get(table, key) as StoredRecord<T> | undefined;
-  }
-
-  put(table: string, key: string, value: unknown): void {
-    const draft = this.#open('put');
-    checkKey(key);
-    const owned = ownValue(value, `value of ${table}/${key}`);
-    draft.put(table, key, owned);
-    this.ops.push({ table, key, value: owned });
-  }
-
-  delete(table: string, key: string): void {
-    const draft = this.#open('delete');
-    checkKey(key);
-    draft.delete(table, key);
-    this.ops.push({ table, key, value: undefined });
-  }
-
-  close(): void {
-    this.#draft = undefined;
-  }
-
-  #open(operation: string): TablesDraft {
-    if (this.#draft === undefined) throw new InvalidStateError(`Expected ${operation}() inside the write() callback, but its transaction has ended`);
-    return this.#draft;
-  }
-}
-
-function checkKey(key: unknown): void {
-  if (typeof key !== 'string' || key.length === 0) throw new InvalidArgumentError('key', 'a non-empty string', key);
-}
 
 export class PgState implements StateBackend {
   readonly #db: Database;
@@ -149,40 +109,22 @@ export class PgState implements StateBackend {
     if (this.#writer === undefined || this.#closed) {
       throw new InvalidStateError(`Expected an open PostgreSQL state store to write to, but it is ${this.#closed ? 'closed' : 'not open yet'}`);
     }
-    const txn = new RecordingTxn(this.#version);
+    // Reads see the replica plus the transaction's own writes; the writes are recorded and replayed at the commit.
+    const ops: WriteOp[] = [];
+    const txn = new Transaction(this.#version.draft(this.#version.index + 1, false), (table, key, value) => ops.push({ table, key, value }));
     this.#writing = true;
     try {
-      const result: unknown = fn(txn);
-      if (result !== null && typeof result === 'object' && typeof (result as { then?: unknown }).then === 'function') {
-        (result as Promise<unknown>).then(undefined, () => {});
-        throw new InvalidArgumentError('fn', 'a synchronous function', result);
-      }
+      runTransaction(txn, fn);
     } finally {
-      txn.close();
       this.#writing = false;
     }
-    return this.#writer(txn.ops);
+    return this.#writer(ops);
   }
 
   waitForIndex(index: number, signal?: AbortSignal): Promise<void> | undefined {
-    if (!Number.isSafeInteger(index) || index < 0) throw new InvalidArgumentError('index', 'an integer >= 0', index);
-    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidArgumentError('signal', 'an AbortSignal or undefined', signal);
-    if (index <= this.#version.index) return undefined;
-    if (signal?.aborted === true) return Promise.reject(new AbortedError('waitForIndex', { cause: signal.reason }));
-    const waiting = new Promise<void>((resolve, reject) => {
-      const onAbort = (): void => {
-        unsubscribe();
-        reject(new AbortedError('waitForIndex', { cause: signal!.reason }));
-      };
-      const unsubscribe = this.onChange((change) => {
-        if (change.index < index) return;
-        unsubscribe();
-        signal?.removeEventListener('abort', onAbort);
-        resolve();
-      });
-      signal?.addEventListener('abort', onAbort, { once: true });
-    });
-    this.hint();
+    const waiting = waitForFeedIndex(this, index, signal);
+    // Waiting on an index the replica has not reached: catch up now rather than at the next notification or poll.
+    if (waiting !== undefined && signal?.aborted !== true) this.hint();
     return waiting;
   }
 
@@ -203,13 +145,7 @@ export class PgState implements StateBackend {
     const draft = TablesVersion.empty(this.#tables, true, index).draft(index, false);
     for (const row of rows) {
       draft.putRecord(
-        Object.freeze({
-          table: row.tbl,
-          key: row.key,
-          value: adoptValue(decodeValue(row.value)),
-          createIndex: Number(row.create_index),
-          modifyIndex: Number(row.modify_index),
-        }),
+        adoptRecord({ table: row.tbl, key: row.key, value: decodeValue(row.value), createIndex: Number(row.create_index), modifyIndex: Number(row.modify_index) }),
       );
     }
     const reloaded = this.#open;
@@ -290,13 +226,7 @@ export class PgState implements StateBackend {
         draft.delete(c.table, c.key);
         kept.push(Object.freeze({ table: c.table, key: c.key, value: undefined, createIndex: c.createIndex, modifyIndex: c.modifyIndex }));
       } else {
-        const record: StoredRecord = Object.freeze({
-          table: c.table,
-          key: c.key,
-          value: adoptValue(c.value),
-          createIndex: c.createIndex,
-          modifyIndex: c.modifyIndex,
-        });
+        const record = adoptRecord(c);
         draft.putRecord(record);
         kept.push(record);
       }

@@ -31,6 +31,23 @@ export const LOG_RETENTION = 100_000;
 const CLEANUP_EVERY_MS = 60_000;
 /** Fewest ms between two passes, whatever is due: the lease ends of busy processes move all the time. */
 const MIN_GAP_MS = 5;
+/** Tries of one batch that keeps losing races for job slots before the pass gives up until the next poll. */
+const SLOT_RACE_TRIES = 3;
+
+type ReapRow = { id: string; holder: string | null; token: string | null; kind: string };
+
+/**
+ * True for the unique index "one evaluation per job holds the slot" refusing a batch. A delayed evaluation that comes
+ * due takes its job's slot when the reaper sees no holder, under the job's lock; but the fast path of `enqueue`
+ * admits a holder without that lock, so its insert can be uncommitted (unseen) while the reaper decides. The
+ * reaper's update then waits on that index entry and is refused once the insert commits: a race the reaper lost,
+ * not a failure. The batch rolled back as one statement; run again, it sees the holder and the evaluation waits
+ * behind it (pending).
+ */
+function lostSlotRace(error: unknown): boolean {
+  const e = error as { code?: unknown; constraint?: unknown } | null;
+  return typeof e === 'object' && e !== null && e.code === '23505' && e.constraint === 'evals_one_per_job';
+}
 
 export class Reaper {
   readonly #db: Database;
@@ -84,14 +101,9 @@ export class Reaper {
     if (this.#closed) return;
     let next = this.#pollMs;
     try {
-      const s = this.#settings;
       let full: boolean;
       do {
-        const rows = await this.#db.query<{ id: string; holder: string | null; token: string | null; kind: string }>(
-          `SELECT * FROM ${this.#names.S}.reap($1, $2, $3, $4, $5)`,
-          [BATCH, s.deliveryLimit, s.initialNackDelayMs, s.subsequentNackDelayMs, this.#nodeId],
-          'a reaper pass',
-        );
+        const rows = await this.#reapBatch();
         let ready = false;
         for (const row of rows) {
           if (row.kind === 'lease' && row.token !== null) this.#events.reaped(row.token, row.holder);
@@ -118,6 +130,23 @@ export class Reaper {
       this.#logger.warn({ err: error }, 'reaper pass failed; retrying at the next poll');
     }
     this.#arm(next);
+  }
+
+  /** One batch of `reap()`, run again when it lost a race for a job's slot (see `lostSlotRace`). */
+  async #reapBatch(): Promise<ReapRow[]> {
+    const s = this.#settings;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.#db.query<ReapRow>(
+          `SELECT * FROM ${this.#names.S}.reap($1, $2, $3, $4, $5)`,
+          [BATCH, s.deliveryLimit, s.initialNackDelayMs, s.subsequentNackDelayMs, this.#nodeId],
+          'a reaper pass',
+        );
+      } catch (error) {
+        if (!lostSlotRace(error) || attempt >= SLOT_RACE_TRIES) throw error;
+        this.#logger.debug({ err: error, attempt }, 'reaper lost a race for a job slot to an admission; reaping the batch again');
+      }
+    }
   }
 
   async #cleanup(): Promise<void> {

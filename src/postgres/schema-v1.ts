@@ -5,8 +5,10 @@
  *
  * Invariants the database itself keeps:
  * - One per job: at most one evaluation per (namespace, job_id) has `holds_slot` (a unique partial index). Every
- *   change of who holds a job's slot happens under that job's transaction-scoped advisory lock, so two processes
- *   never race for it: admission, promotion on ack, release to `_failed`, removal.
+ *   change of who holds a job's slot happens under that job's transaction-scoped advisory lock (admission's slow
+ *   path, promotion on ack, release to `_failed`, removal, a delay coming due), except the lock-free admission of
+ *   `enqueue`, which only the index guards: whoever it turns away lost a race (enqueue retries on its slow path, the
+ *   reaper runs its batch again) and then sees the holder.
  * - Lock order, to rule out deadlocks: the state counter row, then job locks (ascending key), then evaluation rows.
  *   Whoever takes evaluation rows first (dequeue, the reaper, heartbeats) takes them with SKIP LOCKED and job locks
  *   only with `pg_try_advisory_xact_lock`, so it never waits while holding them.

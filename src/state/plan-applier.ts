@@ -1,11 +1,11 @@
 import type { PlanBackend, PlanDelivery, PlanOutcome } from '../backend/state-backend.js';
 import type { Clock } from '../clock.js';
-import { describeValue, InvalidArgumentError, InvalidOptionError, InvalidStateError, UserCodeError } from '../errors.js';
+import { InvalidArgumentError, InvalidOptionError, InvalidStateError, UserCodeError } from '../errors.js';
 import { createDefaultLogger, isLogger, type Logger } from '../observability/logger.js';
 import { isRegistry, Registry } from '../observability/metrics.js';
 import { planMetrics, type PlanMetrics } from './plan-metrics.js';
 import { PlanQueue, type Queued } from './plan-queue.js';
-import { checkPlan, type CheckedPlan } from './plan-validation.js';
+import { checkPlan, checkVersions, runEvaluatePlan, type CheckedPlan } from './plan-validation.js';
 import { StateStore } from './state-store.js';
 import type { EvaluatePlan, Plan, PlanResult, PlanWrite, Snapshot } from './types.js';
 
@@ -155,15 +155,7 @@ export class PlanApplier implements PlanBackend {
     const writes = checked.writes.map((c) => c.write);
     const started = this.#seconds();
     const snapshot = this.#state.snapshot();
-    const rejected = new Array<boolean>(writes.length).fill(false);
-    let conflicts = 0;
-    for (let i = 0; i < writes.length; i++) {
-      const w = writes[i]!;
-      if ((snapshot.get(w.table, w.key)?.modifyIndex ?? 0) !== w.readIndex) {
-        rejected[i] = true;
-        conflicts++;
-      }
-    }
+    const { rejected, conflicts } = checkVersions(snapshot, writes);
     let evaluated = 0;
     const survivors = writes.length - conflicts;
     if (this.#evaluate !== undefined && survivors > 0 && !(allAtOnce && conflicts > 0)) {
@@ -206,64 +198,17 @@ export class PlanApplier implements PlanBackend {
     return Object.freeze({ index, rejected: Object.freeze(rejectedWrites), refreshIndex });
   }
 
-  /** Runs the user check on the writes that survived the version check; marks and counts the ones it rejects. */
+  /** `runEvaluatePlan`, refusing a check that wrote to the store: the version check ran against the state before it. */
   #runEvaluate(snapshot: Snapshot, checked: CheckedPlan, writes: readonly PlanWrite[], rejected: boolean[]): number {
-    const { evalId } = checked;
-    const remaining = Object.freeze(writes.filter((_, i) => !rejected[i]));
     const indexBefore = this.#state.index;
-    // Built from the checked copies, never from the caller's plan object, which may have changed since.
-    const plan: Plan = Object.freeze({
-      ...(evalId === undefined ? {} : { evalId }),
-      priority: checked.priority,
-      allAtOnce: checked.allAtOnce,
-      writes: remaining,
-    });
-    let verdict: unknown;
-    try {
-      verdict = this.#evaluate!(snapshot, plan);
-    } catch (error) {
-      throw new UserCodeError(`Expected evaluatePlan to return the writes to reject, but it threw: ${errorText(error)}`, {
-        cause: error,
-        details: { evalId },
-      });
-    }
-    if (this.#state.index !== indexBefore) {
-      // The version check ran against the state before that write; committing now could lose an update.
+    return runEvaluatePlan(this.#evaluate!, snapshot, checked, writes, rejected, () => {
+      if (this.#state.index === indexBefore) return;
+      // Committing now could lose an update.
       throw new UserCodeError(
         `Expected evaluatePlan to only read the state, but the store moved from index ${indexBefore} to ${this.#state.index} while it ran`,
-        { details: { evalId } },
+        { details: { evalId: checked.evalId } },
       );
-    }
-    if (verdict === undefined) return 0;
-    if (!Array.isArray(verdict)) {
-      throw new UserCodeError(`Expected evaluatePlan to return an array of writes to reject or nothing, got ${describeValue(verdict)}`, {
-        details: { evalId },
-      });
-    }
-    // Match by record rather than identity, so a check may return copies; a plan has one write per record.
-    const positions = new Map<string, Map<string, number>>();
-    for (let i = 0; i < writes.length; i++) {
-      if (rejected[i]) continue;
-      const w = writes[i]!;
-      let keys = positions.get(w.table);
-      if (keys === undefined) positions.set(w.table, (keys = new Map()));
-      keys.set(w.key, i);
-    }
-    let count = 0;
-    for (const reject of verdict as unknown[]) {
-      const r = reject as Partial<PlanWrite> | null;
-      const i = r === null || typeof r !== 'object' ? undefined : positions.get(r.table as string)?.get(r.key as string);
-      if (i === undefined) {
-        throw new UserCodeError(`Expected evaluatePlan to return writes of the plan it was given, got ${describeValue(reject)}`, {
-          details: { evalId },
-        });
-      }
-      if (!rejected[i]) {
-        rejected[i] = true;
-        count++;
-      }
-    }
-    return count;
+    });
   }
 }
 
@@ -276,8 +221,4 @@ function checkDelivery(delivery: unknown): void {
 
 function stoppedError(): InvalidStateError {
   return new InvalidStateError('Expected a running plan applier, but it was stopped');
-}
-
-function errorText(error: unknown): string {
-  return error instanceof Error ? error.message : describeValue(error);
 }

@@ -1,5 +1,5 @@
-import { InvalidPlanError, UnknownTableError } from '../errors.js';
-import type { Plan, PlanWrite } from './types.js';
+import { describeValue, InvalidPlanError, UnknownTableError, UserCodeError } from '../errors.js';
+import type { EvaluatePlan, Plan, PlanWrite, Snapshot } from './types.js';
 import { ownValue } from './values.js';
 
 export const planDefaults = Object.freeze({ priority: 50, minPriority: 1, maxPriority: 100 });
@@ -88,4 +88,86 @@ export function checkPlan(plan: unknown, tables: readonly string[]): CheckedPlan
     allAtOnce: allAtOnce === true,
     writes: Object.freeze(writes),
   });
+}
+
+/**
+ * The optimistic-concurrency check of a plan's writes against the state they would commit on: a write whose record
+ * no longer has the `modifyIndex` the scheduler read (0: absent) conflicts. `rejected` has one flag per write, true
+ * for each conflict; `conflicts` counts them. Both committers run it first, before `evaluatePlan` and all-at-once.
+ */
+export function checkVersions(state: Pick<Snapshot, 'get'>, writes: readonly PlanWrite[]): { rejected: boolean[]; conflicts: number } {
+  const rejected = new Array<boolean>(writes.length).fill(false);
+  let conflicts = 0;
+  for (let i = 0; i < writes.length; i++) {
+    const w = writes[i]!;
+    if ((state.get(w.table, w.key)?.modifyIndex ?? 0) !== w.readIndex) {
+      rejected[i] = true;
+      conflicts++;
+    }
+  }
+  return { rejected, conflicts };
+}
+
+/**
+ * Runs the user's `evaluatePlan` on the writes that survived the version check (`rejected[i]` false), marks the ones
+ * it rejects and answers how many it newly rejected. The plan it is shown is built from the checked copies, never
+ * from the caller's plan object, which may have changed since. Writes are matched by record (table and key), so a
+ * check may return copies, and a write it names twice is rejected once. `afterCall` runs once the check returned,
+ * before its answer is read. Throws `UserCodeError` when the check throws, answers something other than an array
+ * or nothing, or names a write that is not in the plan it was shown.
+ */
+export function runEvaluatePlan(
+  evaluate: EvaluatePlan,
+  snapshot: Snapshot,
+  checked: CheckedPlan,
+  writes: readonly PlanWrite[],
+  rejected: boolean[],
+  afterCall?: () => void,
+): number {
+  const { evalId } = checked;
+  const plan: Plan = Object.freeze({
+    ...(evalId === undefined ? {} : { evalId }),
+    priority: checked.priority,
+    allAtOnce: checked.allAtOnce,
+    writes: Object.freeze(writes.filter((_, i) => !rejected[i])),
+  });
+  let verdict: unknown;
+  try {
+    verdict = evaluate(snapshot, plan);
+  } catch (error) {
+    throw new UserCodeError(`Expected evaluatePlan to return the writes to reject, but it threw: ${error instanceof Error ? error.message : describeValue(error)}`, {
+      cause: error,
+      details: { evalId },
+    });
+  }
+  afterCall?.();
+  if (verdict === undefined) return 0;
+  if (!Array.isArray(verdict)) {
+    throw new UserCodeError(`Expected evaluatePlan to return an array of writes to reject or nothing, got ${describeValue(verdict)}`, {
+      details: { evalId },
+    });
+  }
+  const positions = new Map<string, Map<string, number>>();
+  for (let i = 0; i < writes.length; i++) {
+    if (rejected[i]) continue;
+    const w = writes[i]!;
+    let keys = positions.get(w.table);
+    if (keys === undefined) positions.set(w.table, (keys = new Map()));
+    keys.set(w.key, i);
+  }
+  let count = 0;
+  for (const reject of verdict as unknown[]) {
+    const r = reject as Partial<PlanWrite> | null;
+    const i = r === null || typeof r !== 'object' ? undefined : positions.get(r.table as string)?.get(r.key as string);
+    if (i === undefined) {
+      throw new UserCodeError(`Expected evaluatePlan to return writes of the plan it was given, got ${describeValue(reject)}`, {
+        details: { evalId },
+      });
+    }
+    if (!rejected[i]) {
+      rejected[i] = true;
+      count++;
+    }
+  }
+  return count;
 }

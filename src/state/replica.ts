@@ -1,6 +1,6 @@
 import { InvalidArgumentError, ReplicaGapError } from '../errors.js';
-import type { ChangeSet, RecordChange, Snapshot, StoredRecord } from './types.js';
-import { adoptValue } from './values.js';
+import type { ChangeSet, RecordChange, Snapshot } from './types.js';
+import { adoptRecord } from './values.js';
 import { TablesVersion, type TablesDraft } from './versioned-tables.js';
 
 /**
@@ -51,14 +51,7 @@ export class Replica {
 }
 
 function putChange(draft: TablesDraft, c: RecordChange): void {
-  const record: StoredRecord = Object.freeze({
-    table: c.table,
-    key: c.key,
-    value: adoptValue(c.value),
-    createIndex: c.createIndex,
-    modifyIndex: c.modifyIndex,
-  });
-  draft.putRecord(record);
+  draft.putRecord(adoptRecord(c));
 }
 
 /** Validates a whole change set before any of it is applied, so a malformed one cannot leave half a transaction. */

@@ -1,11 +1,12 @@
 import type { StateBackend } from '../backend/state-backend.js';
-import { AbortedError, InvalidArgumentError, InvalidOptionError, InvalidStateError } from '../errors.js';
+import { InvalidArgumentError, InvalidOptionError, InvalidStateError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import { createDefaultLogger, isLogger, type Logger } from '../observability/logger.js';
 import { ChangeHistory } from './change-history.js';
 import type { ChangeSet, Snapshot, WriteTxn } from './types.js';
 import { TablesVersion } from './versioned-tables.js';
-import { Transaction } from './write-txn.js';
+import { waitForFeedIndex } from './wait-for-feed-index.js';
+import { runTransaction, Transaction } from './write-txn.js';
 
 export interface StateStoreOptions {
   /** The tables of the store, fixed for its lifetime. Default: none. */
@@ -89,14 +90,8 @@ export class StateStore implements StateBackend {
     const txn = new Transaction(draft);
     this.#writing = true;
     try {
-      const result: unknown = fn(txn);
-      if (result !== null && typeof result === 'object' && typeof (result as { then?: unknown }).then === 'function') {
-        // Writes after the first `await` would land outside the transaction: refuse the whole thing.
-        (result as Promise<unknown>).then(undefined, () => {});
-        throw new InvalidArgumentError('fn', 'a synchronous function', result);
-      }
+      runTransaction(txn, fn);
     } finally {
-      txn.close();
       this.#writing = false;
     }
     const { version, changes } = draft.finish();
@@ -123,23 +118,7 @@ export class StateStore implements StateBackend {
    * aborts. Throws `InvalidArgumentError` for an index that is not an integer >= 0.
    */
   waitForIndex(index: number, signal?: AbortSignal): Promise<void> | undefined {
-    if (!Number.isSafeInteger(index) || index < 0) throw new InvalidArgumentError('index', 'an integer >= 0', index);
-    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidArgumentError('signal', 'an AbortSignal or undefined', signal);
-    if (index <= this.#version.index) return undefined;
-    if (signal?.aborted === true) return Promise.reject(new AbortedError('waitForIndex', { cause: signal.reason }));
-    return new Promise<void>((resolve, reject) => {
-      const onAbort = (): void => {
-        unsubscribe();
-        reject(new AbortedError('waitForIndex', { cause: signal!.reason }));
-      };
-      const unsubscribe = this.onChange((change) => {
-        if (change.index < index) return;
-        unsubscribe();
-        signal?.removeEventListener('abort', onAbort);
-        resolve();
-      });
-      signal?.addEventListener('abort', onAbort, { once: true });
-    });
+    return waitForFeedIndex(this, index, signal);
   }
 
   /**

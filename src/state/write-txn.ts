@@ -3,16 +3,22 @@ import type { StoredRecord, WriteTxn } from './types.js';
 import { ownValue } from './values.js';
 import type { TablesDraft } from './versioned-tables.js';
 
+/** Told of each write a transaction accepts: the owned, frozen value, or `undefined` for a delete. */
+export type WriteRecorder = (table: string, key: string, value: unknown) => void;
+
 /**
- * The face of a draft given to `StateStore.write`. It validates input before the draft is touched, so a rejected
- * call leaves the transaction as it was, and it refuses use after the transaction ended (a reference that escaped
- * the callback must not write into a version that is already published).
+ * The face of a draft given to the callback of `write(fn)`. It validates input before the draft is touched, so a
+ * rejected call leaves the transaction as it was, and it refuses use after the transaction ended (a reference that
+ * escaped the callback must not write into a version that is already published). With a recorder, every accepted
+ * write is also reported (a shared store replays them at its commit).
  */
 export class Transaction implements WriteTxn {
   #draft: TablesDraft | undefined;
+  readonly #record: WriteRecorder | undefined;
 
-  constructor(draft: TablesDraft) {
+  constructor(draft: TablesDraft, record?: WriteRecorder) {
     this.#draft = draft;
+    this.#record = record;
   }
 
   get<T = unknown>(table: string, key: string): StoredRecord<T> | undefined {
@@ -22,13 +28,16 @@ export class Transaction implements WriteTxn {
   put(table: string, key: string, value: unknown): void {
     const draft = this.#open('put');
     checkKey(key);
-    draft.put(table, key, ownValue(value, `value of ${table}/${key}`));
+    const owned = ownValue(value, `value of ${table}/${key}`);
+    draft.put(table, key, owned);
+    this.#record?.(table, key, owned);
   }
 
   delete(table: string, key: string): void {
     const draft = this.#open('delete');
     checkKey(key);
     draft.delete(table, key);
+    this.#record?.(table, key, undefined);
   }
 
   close(): void {
@@ -45,4 +54,21 @@ export class Transaction implements WriteTxn {
 
 function checkKey(key: unknown): void {
   if (typeof key !== 'string' || key.length === 0) throw new InvalidArgumentError('key', 'a non-empty string', key);
+}
+
+/**
+ * Runs `fn` on `txn` and ends the transaction, whatever `fn` does. An async `fn` is refused: its writes after the
+ * first `await` would land outside the transaction, so none of it may commit (its promise's rejection is swallowed,
+ * nobody else awaits it).
+ */
+export function runTransaction(txn: Transaction, fn: (txn: WriteTxn) => void): void {
+  try {
+    const result: unknown = fn(txn);
+    if (result !== null && typeof result === 'object' && typeof (result as { then?: unknown }).then === 'function') {
+      (result as Promise<unknown>).then(undefined, () => {});
+      throw new InvalidArgumentError('fn', 'a synchronous function', result);
+    }
+  } finally {
+    txn.close();
+  }
 }

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
-import type { ChangeSet, PlanWrite } from '../../../src/state/types.js';
+import type { ChangeSet, PlanWrite, WriteTxn } from '../../../src/state/types.js';
 import { TickpoolError } from '../../../src/errors.js';
 import { requireDatabaseInCI } from '../helpers.js';
 import { subjects, type Subject } from './subjects.js';
@@ -58,6 +58,21 @@ for (const factory of subjects) {
       assert.equal(state.index, 0);
     });
 
+    test('an async fn is refused and commits nothing; a transaction that escaped its callback refuses use', async () => {
+      const { state } = await open();
+      assert.throws(() => state.write((async (txn: WriteTxn) => txn.put('allocs', 'a', 1)) as never), code('ERR_INVALID_ARGUMENT'));
+      let escaped: WriteTxn | undefined;
+      await state.write((txn) => {
+        escaped = txn;
+        txn.put('allocs', 'b', 1);
+      });
+      assert.throws(() => escaped!.put('allocs', 'c', 1), code('ERR_INVALID_STATE'));
+      assert.throws(() => escaped!.get('allocs', 'b'), code('ERR_INVALID_STATE'));
+      assert.equal(state.index, 1);
+      assert.equal(state.snapshot().get('allocs', 'a'), undefined);
+      assert.deepEqual(state.snapshot().get('allocs', 'b')?.value, 1);
+    });
+
     test('a plan commits the writes whose readIndex is still the committed version, and reports the others', async () => {
       const { state, plans } = await open();
       await state.write((txn) => txn.put('allocs', 'taken', 1));
@@ -94,6 +109,16 @@ for (const factory of subjects) {
       await assert.rejects(plans.submit({ writes: [{ table: 'nope', key: 'k', value: 1, readIndex: 0 }] }), code('ERR_UNKNOWN_TABLE'));
       await assert.rejects(plans.submit({ writes: [{ table: 'allocs', key: 'k', value: 1, readIndex: -1 }] }), code('ERR_INVALID_PLAN'));
       assert.equal(state.index, 1);
+    });
+
+    test('evaluatePlan matches writes by record: a copy, or the same write named twice, rejects it once', async () => {
+      const { plans } = await open((_snapshot, plan) => {
+        const bad = plan.writes.find((w) => w.key === 'bad')!;
+        return [bad, { ...bad }];
+      });
+      const result = await plans.submit({ writes: [{ table: 'allocs', key: 'bad', value: 1, readIndex: 0 }, { table: 'allocs', key: 'ok', value: 1, readIndex: 0 }] });
+      assert.deepEqual(result.rejected.map((w) => w.key), ['bad']);
+      assert.ok(result.index > 0, 'the other write committed');
     });
 
     test('a plan fenced by a delivery commits only while that delivery is current', async () => {

@@ -5,9 +5,7 @@
  * whose runs the test ends, on a ManualClock for the schedules. The suite awaits every answer and waits for
  * what a shared store does asynchronously.
  */
-import { pino } from 'pino';
 import { ManualClock } from '../../../src/clock.js';
-import { SlotTable } from '../../../src/slots/slot-table.js';
 import { MemoryTaskStore } from '../../../src/tasks/memory-task-store.js';
 import { sameTaskDefinition } from '../../../src/tasks/task-definition.js';
 import { validateTask, validateTaskMeta, type TaskInput, type TaskMeta } from '../../../src/tasks/task.js';
@@ -15,7 +13,7 @@ import { TaskScheduler } from '../../../src/tasks/task-scheduler.js';
 import type { RunRecord } from '../../../src/tasks/types.js';
 import { FakeExecutor } from '../../tasks/fixtures.js';
 import { skipWithoutDatabase } from '../helpers.js';
-import { cluster, held, waitFor } from '../tasks/harness.js';
+import { cluster, fakeScheduler, held, waitFor } from '../tasks/harness.js';
 
 export interface TaskSubject {
   readonly scheduler: TaskScheduler;
@@ -36,24 +34,13 @@ export interface TaskSubjectFactory {
   make(start: number): Promise<TaskSubject>;
 }
 
-const silent = pino({ level: 'silent' });
-
 const memory: TaskSubjectFactory = {
   name: 'memory',
   skip: false,
   async make(start) {
     const clock = new ManualClock(start);
     const store = new MemoryTaskStore({ clock });
-    const executor = new FakeExecutor();
-    const scheduler = new TaskScheduler({
-      desiredState: store.desiredState,
-      logWriter: store.runLog,
-      executor,
-      clock,
-      logger: silent,
-      slots: SlotTable.create({ initialSlots: 256 }),
-      backoff: { baselineMs: 100, limitMs: 1000, factor: 2 },
-    });
+    const { scheduler, executor } = fakeScheduler(store, clock);
     scheduler.start();
     return {
       scheduler,

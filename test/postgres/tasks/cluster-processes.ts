@@ -2,10 +2,10 @@
  * Real engine processes for the multi-process task tests (`fixtures/task-process.ts`), their record files, and a
  * TCP proxy in front of the database that can cut one process's connections.
  */
-import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { ForkedChild, type Exit } from '../child-process.js';
 
 const entry = fileURLToPath(new URL('./fixtures/task-process.js', import.meta.url));
 
@@ -23,49 +23,39 @@ export class TaskProcess {
   readonly name: string;
   readonly pid: number;
   readonly recordFile: string;
-  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  readonly #child: ChildProcess;
+  readonly #child: ForkedChild;
 
-  private constructor(name: string, pid: number, recordFile: string, child: ChildProcess, exited: TaskProcess['exited']) {
+  private constructor(name: string, pid: number, recordFile: string, child: ForkedChild) {
     this.name = name;
     this.pid = pid;
     this.recordFile = recordFile;
     this.#child = child;
-    this.exited = exited;
+  }
+
+  get exited(): Promise<Exit> {
+    return this.#child.exited;
   }
 
   /** Starts one; resolves once it runs and has declared its tasks (rejects if it exits first). */
-  static start(o: TaskProcessOptions): Promise<TaskProcess> {
-    const child = fork(entry, [], {
-      env: {
-        ...process.env,
-        TICKPOOL_CHILD_URL: o.url,
-        TICKPOOL_CHILD_SCHEMA: o.schema,
-        TICKPOOL_CHILD_NAME: o.name,
-        TICKPOOL_RECORD_FILE: o.recordFile,
-        TICKPOOL_CLAIM_TTL_MS: String(o.claimTtlMs),
-        TICKPOOL_TASKS: String(o.tasks),
-        TICKPOOL_EVERY: o.every,
-      },
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  static async start(o: TaskProcessOptions): Promise<TaskProcess> {
+    const { child, ready } = await ForkedChild.start<{ type: 'ready'; pid: number }>(`task process ${o.name}`, entry, {
+      TICKPOOL_CHILD_URL: o.url,
+      TICKPOOL_CHILD_SCHEMA: o.schema,
+      TICKPOOL_CHILD_NAME: o.name,
+      TICKPOOL_RECORD_FILE: o.recordFile,
+      TICKPOOL_CLAIM_TTL_MS: String(o.claimTtlMs),
+      TICKPOOL_TASKS: String(o.tasks),
+      TICKPOOL_EVERY: o.every,
     });
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-    return new Promise<TaskProcess>((resolve, reject) => {
-      child.on('message', (message: { type: string; pid?: number }) => {
-        if (message.type === 'ready') resolve(new TaskProcess(o.name, message.pid!, o.recordFile, child, exited));
-      });
-      void exited.then(({ code, signal }) => reject(new Error(`task process ${o.name} exited before it was ready (${code ?? signal})`)));
-    });
+    return new TaskProcess(o.name, ready.pid, o.recordFile, child);
   }
 
   kill9(): void {
-    this.#child.kill('SIGKILL');
+    this.#child.kill9();
   }
 
-  async stop(): Promise<void> {
-    if (this.#child.exitCode !== null || this.#child.signalCode !== null) return;
-    this.#child.send({ type: 'stop' });
-    await this.exited;
+  stop(): Promise<void> {
+    return this.#child.stop();
   }
 }
 

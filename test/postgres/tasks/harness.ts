@@ -12,6 +12,7 @@ import { migrate } from '../../../src/postgres/migrate.js';
 import { schemaNames, type SchemaNames } from '../../../src/postgres/names.js';
 import { PgTaskStore } from '../../../src/postgres/tasks/pg-task-store.js';
 import { SlotTable } from '../../../src/slots/slot-table.js';
+import type { TaskSchedulerOptions } from '../../../src/tasks/scheduler-options.js';
 import { TaskScheduler } from '../../../src/tasks/task-scheduler.js';
 import { FakeExecutor } from '../../tasks/fixtures.js';
 import { adminPool, databaseUrl, dropSchema, schemaName } from '../helpers.js';
@@ -50,6 +51,21 @@ export interface NodeOptions {
   readonly name?: string;
 }
 
+/** A task scheduler over `store` whose runs go to a fake executor the test ends, on `clock`; not started. */
+export function fakeScheduler(store: Pick<TaskSchedulerOptions, 'desiredState'> & { readonly runLog: TaskSchedulerOptions['logWriter'] }, clock: ManualClock): { scheduler: TaskScheduler; executor: FakeExecutor } {
+  const executor = new FakeExecutor();
+  const scheduler = new TaskScheduler({
+    desiredState: store.desiredState,
+    logWriter: store.runLog,
+    executor,
+    clock,
+    logger: silent,
+    slots: SlotTable.create({ initialSlots: 256 }),
+    backoff: { baselineMs: 100, limitMs: 1000, factor: 2 },
+  });
+  return { scheduler, executor };
+}
+
 export function database(applicationName = 'tickpool-test'): Database {
   return new Database({ connectionString: databaseUrl, pool: undefined, applicationName, onIdleError: () => undefined });
 }
@@ -75,16 +91,7 @@ export async function cluster(start = Date.UTC(2030, 0, 1)): Promise<Cluster> {
       const db = database(`tickpool-test-${name}`);
       const listener = options.listen === false ? undefined : new Listener(db, clock, silent);
       const store = new PgTaskStore({ db, names, logger: silent, clock, runLogLimit: options.runLogLimit ?? 100, processName: name, ...(listener === undefined ? {} : { listener }) });
-      const executor = new FakeExecutor();
-      const scheduler = new TaskScheduler({
-        desiredState: store.desiredState,
-        logWriter: store.runLog,
-        executor,
-        clock,
-        logger: silent,
-        slots: SlotTable.create({ initialSlots: 256 }),
-        backoff: { baselineMs: 100, limitMs: 1000, factor: 2 },
-      });
+      const { scheduler, executor } = fakeScheduler(store, clock);
       store.open();
       store.attach(scheduler, { claimTtlMs: options.claimTtlMs ?? 2000, tickMs: options.tickMs ?? 200, cancelGraceMs: 100 });
       await listener?.start();
