@@ -64,10 +64,13 @@ interface Waiter {
  * `outcome`: undefined while unknown; then the acked outcome, or the rejection (the error, or the function that makes
  * it once someone looks). `waiter`: made when `done` is first read. The first settlement wins.
  */
-export class OutcomeRecord {
+export abstract class OutcomeRecord {
   readonly id: string;
-  #outcome: EvaluationOutcome | Error | (() => Error) | undefined = undefined;
-  #waiter: Waiter | undefined = undefined;
+  /** The evaluation's deliveries so far (its entry's count): an acked outcome's `deliveries`. */
+  abstract readonly deliveries: number;
+  #outcome: EvaluationOutcome | Error | (() => Error) | typeof PLAIN_ACK | undefined = undefined;
+  /** The waiter; or, after a plain ack nobody waited for (`PLAIN_ACK`), the index it was acked at. */
+  #waiter: Waiter | number | undefined = undefined;
 
   constructor(id: string) {
     this.id = id;
@@ -81,7 +84,10 @@ export class OutcomeRecord {
   /** The promise of `done` (one per evaluation, however many handles read it). */
   outcomePromise(): Promise<EvaluationOutcome> {
     let waiter = this.#waiter;
-    if (waiter === undefined) {
+    if (typeof waiter !== 'object') {
+      if (this.#outcome === PLAIN_ACK) {
+        this.#outcome = { id: this.id, status: 'acked', value: undefined, index: waiter ?? 0, attempts: 1, deliveries: this.deliveries };
+      }
       const outcome = this.#outcome;
       let promise: Promise<EvaluationOutcome>;
       let resolve: Waiter['resolve'];
@@ -102,10 +108,16 @@ export class OutcomeRecord {
 
   acked(value: unknown, index: number, attempts: number, deliveries: number): void {
     if (this.#outcome !== undefined) return;
+    const waiter = this.#waiter;
+    if (waiter === undefined && value === undefined && attempts === 1 && deliveries === this.deliveries) {
+      // The common ack that nobody waits for: kept as its index, the outcome made only if someone looks.
+      this.#outcome = PLAIN_ACK;
+      this.#waiter = index;
+      return;
+    }
     const outcome: EvaluationOutcome = { id: this.id, status: 'acked', value, index, attempts, deliveries };
     this.#outcome = outcome;
-    const waiter = this.#waiter;
-    if (waiter?.resolve !== undefined) {
+    if (typeof waiter === 'object' && waiter.resolve !== undefined) {
       const resolve = waiter.resolve;
       waiter.resolve = waiter.reject = undefined;
       resolve(outcome);
@@ -125,7 +137,7 @@ export class OutcomeRecord {
     if (this.#outcome !== undefined) return;
     this.#outcome = reason;
     const waiter = this.#waiter;
-    if (waiter?.reject !== undefined) {
+    if (typeof waiter === 'object' && waiter.reject !== undefined) {
       const reject = waiter.reject;
       waiter.resolve = waiter.reject = undefined;
       reject(this.#rejection());
@@ -140,6 +152,9 @@ export class OutcomeRecord {
     return error;
   }
 }
+
+/** `#outcome` of an ack with no value after one attempt, made while nobody waited: see `acked`. */
+const PLAIN_ACK = Symbol('plain ack');
 
 function isAcked(outcome: EvaluationOutcome | Error | (() => Error)): outcome is EvaluationOutcome {
   return typeof outcome === 'object' && !(outcome instanceof Error);

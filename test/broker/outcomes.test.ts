@@ -61,6 +61,18 @@ describe('handles', () => {
     assert.deepEqual(await handle.done, { id: 'late', status: 'acked', value: undefined, index: 0, attempts: 1, deliveries: 1 });
   });
 
+  test('done read only after a plain ack (no value, one attempt) has its index and the deliveries it took', async () => {
+    const { broker, clock } = harness({ initialNackDelayMs: 0 });
+    const handle = broker.enqueue(ev('job', { id: 'plain' }));
+    broker.nack('plain', broker.tryDequeue(['service'])!.token, new Error('once'));
+    clock.advance(0);
+    broker.ack('plain', broker.tryDequeue(['service'])!.token, { index: 9 });
+    // Another handle of the same evaluation, read first: one outcome.
+    const again = await handle.done;
+    assert.deepEqual(again, { id: 'plain', status: 'acked', value: undefined, index: 9, attempts: 1, deliveries: 2 });
+    assert.equal(await handle.done, again);
+  });
+
   test('a bad ack result is refused with a typed error and the delivery stays outstanding', () => {
     const { broker } = harness();
     broker.enqueue(ev('job', { id: 'r' }));
