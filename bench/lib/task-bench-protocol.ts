@@ -20,12 +20,24 @@ export interface TaskShape {
   readonly everyMs: number;
 }
 
+/** Task `i`'s offset: the due times of a shape's tasks spread evenly over its period. */
+const offsetOf = (shape: TaskShape, i: number): number => Math.floor((i * shape.everyMs) / shape.count);
+
 /**
  * Task `i` of a shape. Without offsets every task of one `every` is due at the same instant (periods are aligned
  * to the epoch): the spread makes the load a steady rate, count / period, instead of one burst per period.
  */
 export function taskOf(shape: TaskShape, i: number): TaskInput {
-  return { id: `t${i}`, every: shape.everyMs, offset: Math.floor((i * shape.everyMs) / shape.count), maxConcurrency: 1, handler: 'entry' };
+  return { id: `t${i}`, every: shape.everyMs, offset: offsetOf(shape, i), maxConcurrency: 1, handler: 'entry' };
+}
+
+/**
+ * The `latestCompleted` to declare task `i` with so that its first run is its next due time after `now`. Scheduled
+ * times are multiples of the period and the offset only shifts when each runs: declared as of `now`, every task's
+ * first scheduled time would be the same next multiple, and nothing would be due until then (up to a period away).
+ */
+export function latestCompletedOf(shape: TaskShape, i: number, now: number): number {
+  return Math.floor((now - offsetOf(shape, i)) / shape.everyMs) * shape.everyMs;
 }
 
 /** Ticks recorded since `record-ticks`: the synchronous time of each `tick()` and how many tasks it found due. */
@@ -52,6 +64,7 @@ export type Request =
   | { readonly type: 'ticks' }
   | { readonly type: 'entries'; readonly from: number; readonly to: number }
   | { readonly type: 'held' }
+  | { readonly type: 'claims' }
   | { readonly type: 'first-runs'; readonly taskIds: readonly string[]; readonly since: number }
   | { readonly type: 'stop' };
 
@@ -63,6 +76,8 @@ export type Reply =
   | { readonly type: 'ticks'; readonly ticks: TickRecord }
   | { readonly type: 'entries'; readonly entries: EntryRecord }
   | { readonly type: 'held'; readonly taskIds: string[] }
+  /** Tasks held now; when the task scheduler started (and its claim keeper with it) and last claimed one, epoch ms. */
+  | { readonly type: 'claims'; readonly held: number; readonly runningAt: number; readonly lastClaimAt: number }
   /** For each task asked about that ran here since `since`: its first handler entry, epoch ms. */
   | { readonly type: 'first-runs'; readonly first: Record<string, number> }
   | { readonly type: 'stopped' }
