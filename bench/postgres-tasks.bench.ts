@@ -80,12 +80,21 @@ async function forkProcess(schema: string, backend: 'postgres' | 'memory' = 'pos
   return p;
 }
 
+/** Stops a process's engine; one that fails to, or takes longer than 30 s, is killed. */
+async function stopOrKill(p: TaskBenchProcess): Promise<void> {
+  const limit = sleep(30_000, undefined, { ref: false }).then(() => Promise.reject(new Error('stop took too long')));
+  await Promise.race([p.stop(), limit]).catch(() => {
+    p.kill9();
+    return p.exited;
+  });
+}
+
 async function withSchema<T>(prefix: string, body: (schema: string, S: string) => Promise<T>): Promise<T> {
   const schema = `bench_${prefix}_${randomBytes(3).toString('hex')}`;
   try {
     return await body(schema, `"${schema}"`);
   } finally {
-    await Promise.all([...forked].map((p) => p.stop().catch(() => p.kill9())));
+    await Promise.all([...forked].map(stopOrKill));
     await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
   }
 }
@@ -339,7 +348,7 @@ async function memoryTicks(count: number): Promise<TickResult> {
     await sleep(1000);
     return tickResult('memory', count, await recordTicks([p]));
   } finally {
-    await p.stop().catch(() => p.kill9());
+    await stopOrKill(p);
   }
 }
 

@@ -2,7 +2,8 @@
  * Puts many tasks into a migrated schema at once through the schema's own `task_declare`, a thousand to a
  * statement: the rows are the ones `engine.tasks.add` writes. For setting a bench up only: `engine.tasks.add`
  * commits each declaration on its own and every one updates the catalogue's single row, so declarations serialize
- * on commits (about a millisecond each on a small machine) and 100,000 would take minutes before anything is measured.
+ * on commits (a few hundred a second from one process on a 2-core machine) and 100,000 would take minutes before
+ * anything is measured.
  */
 import type { Pool } from 'pg';
 import { encodeDefinition } from '../../src/postgres/tasks/definition.js';
