@@ -64,8 +64,11 @@ const CLAIM_TTL_MS = numberFlag('claim-ttl-ms', 10_000, 100);
 const WARMUP_MS = numberFlag('warmup-seconds', 3, 0) * 1000;
 const TICK_MS = numberFlag('tick-seconds', 5, 1) * 1000;
 const TICK_RATE = numberFlag('tick-rate', 100, 1);
-/** Longest wait for claims to be taken or balanced before the bench gives up (a stuck scenario fails loudly). */
-const SETTLE_LIMIT_MS = 120_000;
+/**
+ * Longest wait for claims to be taken or balanced before the bench gives up (a stuck scenario fails loudly). Long:
+ * a process that claimed far beyond its share gives the excess back one claim at a time.
+ */
+const SETTLE_LIMIT_MS = 600_000;
 
 const admin = new Pool({ connectionString: url, max: 2 });
 /** Every process forked, so that a failure kills what is left instead of leaving engines on a dropped schema. */
