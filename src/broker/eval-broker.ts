@@ -220,7 +220,8 @@ export class EvalBroker implements BrokerBackend {
   /**
    * Adds an evaluation and returns its handle (`done` settles where the broker settles the evaluation). Absent
    * `id`, `jobId` and `priority` get their defaults (a random UUID, the id, 50). An id the broker already holds (in
-   * any state, including cancelable and failed) changes nothing and returns that evaluation's handle.
+   * any state, including cancelable and failed) changes nothing and returns a handle of that evaluation (a new view:
+   * the same id, the same `done` promise).
    * `wait`/`waitUntil` hold it until due (the later of the two), without taking its job's slot meanwhile.
    */
   enqueue(input: EvaluationInput): EvaluationHandle {
