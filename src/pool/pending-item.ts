@@ -28,7 +28,8 @@ export class PendingItem implements SequencedItem {
   moreHolders: ThreadChannel<PendingItem>[] | undefined = undefined;
   /** In main's queue (waiting, or taken back from a busy thread). */
   queued = false;
-  settled = false;
+  /** What it came to, once it settled (exactly once). */
+  outcome: Outcome | undefined = undefined;
   /** `performance.now()` when it was seen to start; NaN until then. */
   startedPerf = Number.NaN;
 
@@ -38,6 +39,10 @@ export class PendingItem implements SequencedItem {
     this.resolve = resolve;
     this.observer = observer;
     this.cost = cost;
+  }
+
+  get settled(): boolean {
+    return this.outcome !== undefined;
   }
 
   holds(channel: ThreadChannel<PendingItem>): boolean {

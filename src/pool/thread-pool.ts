@@ -158,12 +158,12 @@ export class ThreadPool {
   #dispatched = 0;
   #settled = 0;
   /**
-   * While a results message is processed: the items it settled with their outcomes, told only once the pool's own
+   * While a results message is processed (`#reporting`): the items it settled, told only once the pool's own
    * bookkeeping is done, so that the dispatches they cause find the pool consistent (as a promise's continuation
-   * would, without a promise per item). Pairs: item, outcome.
+   * would, without a promise per item).
    */
-  #reported: (PendingItem | Outcome)[] | undefined;
-  #spareBatch: (PendingItem | Outcome)[] = [];
+  #reporting = false;
+  readonly #reported: PendingItem[] = [];
   #threadExits = 0;
   #takenBack = 0;
   readonly #unsubscribe: () => void;
@@ -448,8 +448,7 @@ export class ThreadPool {
   }
 
   #onResults(channel: Channel, message: ResultMessage): void {
-    this.#reported = this.#spareBatch;
-    this.#spareBatch = [];
+    this.#reporting = true;
     try {
       this.#settleResults(channel, message);
     } finally {
@@ -600,7 +599,7 @@ export class ThreadPool {
 
   #settle(pending: PendingItem, outcome: Outcome): void {
     if (pending.settled) return;
-    pending.settled = true;
+    pending.outcome = outcome;
     const seq = pending.seq;
     if (pending.holder !== undefined) {
       pending.holder.held.delete(seq);
@@ -608,31 +607,29 @@ export class ThreadPool {
     }
     if (pending.assigned !== undefined) this.#unassign(pending);
     this.#settled++;
-    const batch = this.#reported;
-    if (batch !== undefined) {
-      batch.push(pending, outcome);
-      return;
-    }
-    queueMicrotask(() => this.#tell(pending, outcome));
+    if (this.#reporting) this.#reported.push(pending);
+    else queueMicrotask(() => this.#tell(pending));
   }
 
-  /** Hands an outcome to its dispatcher. */
-  #tell(pending: PendingItem, outcome: Outcome): void {
+  /** Hands a settled item's outcome to its dispatcher. */
+  #tell(pending: PendingItem): void {
     try {
-      pending.resolve(outcome);
+      pending.resolve(pending.outcome!);
     } catch (error) {
       this.#options.logger.error({ err: error, seq: pending.seq }, 'a dispatch callback threw');
     }
   }
 
-  /** Hands out the outcomes a results message settled, once the pool's bookkeeping for it is done. */
+  /**
+   * Hands out the outcomes a results message settled, once the pool's bookkeeping for it is done. What they cause
+   * to settle meanwhile is told in a microtask, as outside a results message.
+   */
   #tellReported(): void {
-    const batch = this.#reported!;
-    this.#reported = undefined;
-    for (let i = 0; i < batch.length; i += 2) this.#tell(batch[i] as PendingItem, batch[i + 1] as Outcome);
-    // Kept for the next message (emptied: it must not hold on to settled items).
-    batch.length = 0;
-    this.#spareBatch = batch;
+    this.#reporting = false;
+    const reported = this.#reported;
+    for (let i = 0; i < reported.length; i++) this.#tell(reported[i]!);
+    // Emptied: it must not hold on to settled items.
+    reported.length = 0;
   }
 
   /** Counts `pending` in `channel`'s load; true when nothing else was assigned to it (the item starts at once). */

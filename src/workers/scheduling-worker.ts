@@ -402,7 +402,7 @@ export class SchedulingWorker implements StartObserver {
     slots.finish(this.#slot, current.generation);
     metrics.endScheduling(evaluation.type, this.#schedulingStarted, outcome.status === 'ok' ? outcome.waitedMs : 0);
     // Whatever the thread answered (it may have finished before it saw the cancel), nothing of it is kept.
-    if (current.aborted === true) return this.#endDelivery(this.#removeAborted());
+    if (this.#abortedCurrent()) return this.#endDelivery(this.#removeAborted());
     if (outcome.status === 'canceled') {
       return this.#endDelivery(this.#nack(evaluation, token, new CanceledError(`Evaluation ${JSON.stringify(evaluation.id)} was canceled`)));
     }
@@ -564,7 +564,7 @@ export class SchedulingWorker implements StartObserver {
     );
   }
 
-  /** A method, not a field read: `abortCurrent` sets the flag while `#process` awaits. */
+  /** A method, not a field read: `abortCurrent` sets the flag while the delivery is out (on a thread, in the plan queue). */
   #abortedCurrent(): boolean {
     return this.#current?.aborted === true;
   }
