@@ -91,8 +91,13 @@ export class RunFence {
   readonly attemptsBefore: number;
   /** The finish recorded the final status with it: the final log write that follows has nothing to add. */
   finalized = false;
-  /** The latest attempt whose start the database recorded (`startRun`). */
+  /** The latest attempt whose start the database recorded and the scheduler asked for (`startRun`). */
   startedAttempt = 0;
+  /**
+   * The run's creation recorded its first attempt as begun (`task_create_started_run`) and the scheduler has not yet
+   * asked for that start: `startRun` of attempt 1 then writes nothing, and a cancel before it takes the start back.
+   */
+  firstStartWritten = false;
   #chain: Promise<void> = Promise.resolve();
 
   constructor(claim: HeldClaim, runId: string, attemptsBefore: number) {

@@ -4,7 +4,9 @@
  *
  * Planning is local (the claim's cursor and the task's catch-up policy, `planNextRun`), the decision is the
  * database's: a run exists once its row under (task, scheduledFor) is inserted in the same transaction as the
- * compare-and-set of `latest_scheduled`. A time that already has a run (one settled after a lost process, a
+ * compare-and-set of `latest_scheduled`. A scheduled run is created with its first attempt begun on this process
+ * (the scheduler begins it as soon as the run exists), so its `startRun` writes nothing; a run canceled before that
+ * start has its start taken back and is queued again, as one never begun. A time that already has a run (one settled after a lost process, a
  * manual one) is skipped, never run twice. Queued runs (manual, resumed) are handed out before scheduled ones.
  */
 import { randomUUID } from 'node:crypto';
@@ -18,11 +20,6 @@ import { staleClaimError, type TaskStoreContext } from './store-context.js';
 
 /** Times skipped in one `createNextRun` because they already had a run (after a takeover) before it gives up. */
 const MAX_SKIPS = 10_000;
-
-type CreateRow = {
-  readonly outcome: 'stale' | 'moved' | 'exists' | 'created';
-  readonly latest: number | null;
-};
 
 type TakeRow = {
   readonly outcome: 'stale' | 'none' | 'taken';
@@ -62,12 +59,8 @@ export class PgDesiredState implements DesiredState {
       }
       const runId = randomUUID();
       const runAt = plan.scheduledFor + offset;
-      const [row] = await this.#c.db.query<CreateRow>(
-        `SELECT * FROM ${this.#c.S}.task_create_run($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-        [taskId, claim.epoch, claim.member, claim.latestScheduled, plan.scheduledFor, runAt, runId, now, this.#c.runLogLimit],
-        'a run creation',
-      );
-      switch (row?.outcome) {
+      const row = await this.#c.writes.createStarted(claim, { runId, expected: claim.latestScheduled, scheduledFor: plan.scheduledFor, runAt, when: now });
+      switch (row.outcome) {
         case 'stale':
           throw this.#stale(claim);
         case 'moved':
@@ -82,7 +75,9 @@ export class PgDesiredState implements DesiredState {
           claim.latestScheduled = row.latest!;
           claim.cursor = plan.lastScheduled;
           const created: QueuedRun = Object.freeze({ taskId, runId, scheduledFor: plan.scheduledFor, runAt });
-          this.#c.claims.addRun(new RunFence(claim, runId, 0));
+          const fence = new RunFence(claim, runId, 0);
+          fence.firstStartWritten = true;
+          this.#c.claims.addRun(fence);
           return { created, nextDue: claim.queued > 0 ? now : plan.nextDue };
         }
         default:
@@ -125,12 +120,12 @@ export class PgDesiredState implements DesiredState {
     const { claim } = fence;
     const outcome = await claim.queueStart(() => fence.queue(async () => {
       if (!claim.current) return 'stale';
-      const [row] = await this.#c.db.query<{ outcome: string }>(
-        `SELECT ${this.#c.S}.task_run_started($1, $2, $3, $4, $5, $6) AS outcome`,
-        [taskId, claim.epoch, claim.member, runId, attempt, now],
-        'a run start',
-      );
-      return row?.outcome;
+      if (attempt === 1 && fence.firstStartWritten) {
+        // Its creation wrote this start (at the creation's time), under the same claim.
+        fence.firstStartWritten = false;
+        return 'ok';
+      }
+      return this.#c.writes.start(claim, runId, attempt, now);
     }));
     if (outcome === 'stale') throw this.#stale(claim);
     if (outcome !== 'ok') throw new InvalidStateError(`Expected run "${runId}" of task "${taskId}" to be live under this claim, but the database has no such run`);
@@ -154,12 +149,14 @@ export class PgDesiredState implements DesiredState {
     const value = ending === undefined ? null : storableValue(ending.value, this.#c);
     const outcome = await fence.queue(async () => {
       if (!claim.current) return 'lost';
-      const [row] = await this.#c.db.query<{ outcome: string }>(
-        `SELECT ${this.#c.S}.task_finish_run($1, $2, $3, $4, $5, $6, $7, $8, $9) AS outcome`,
-        [taskId, claim.epoch, claim.member, runId, ending?.status ?? null, ending?.when ?? null, ending?.attempt ?? null, error, value],
-        'a run finish',
-      );
-      return row?.outcome;
+      return this.#c.writes.finish(claim, {
+        runId,
+        status: ending?.status ?? null,
+        when: ending?.when ?? null,
+        attempt: ending?.attempt ?? null,
+        error,
+        value,
+      });
     });
     if (outcome === 'stale') throw this.#stale(claim);
     if (outcome === 'ok' && ending !== undefined) fence.finalized = true;
@@ -174,8 +171,10 @@ export class PgDesiredState implements DesiredState {
     const { claim } = fence;
     const outcome = await fence.queue(async () => {
       if (!claim.current) return 'lost';
+      // A start its creation wrote is taken back with it.
+      const fn = fence.firstStartWritten ? 'task_unstart_run' : 'task_requeue_run';
       const [row] = await this.#c.db.query<{ outcome: string }>(
-        `SELECT ${this.#c.S}.task_requeue_run($1, $2, $3, $4) AS outcome`,
+        `SELECT ${this.#c.S}.${fn}($1, $2, $3, $4) AS outcome`,
         [claim.taskId, claim.epoch, claim.member, fence.runId],
         'a run given up before it began',
       );
@@ -183,6 +182,7 @@ export class PgDesiredState implements DesiredState {
     });
     if (outcome === 'stale') throw this.#stale(claim);
     fence.finalized = true;
+    fence.firstStartWritten = false;
     if (outcome === 'ok') claim.queued++;
   }
 

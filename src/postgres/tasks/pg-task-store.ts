@@ -18,6 +18,7 @@ import { encodeDefinition } from './definition.js';
 import { HeldClaims } from './held-claims.js';
 import { PgDesiredState } from './pg-desired-state.js';
 import { PgRunLog } from './pg-run-log.js';
+import { RunWrites } from './run-writes.js';
 import type { TaskStoreContext } from './store-context.js';
 
 export interface PgTaskStoreOptions {
@@ -69,6 +70,7 @@ export class PgTaskStore implements SharedTaskBackend<PgDesiredState, PgRunLog> 
       db: options.db,
       S: options.names.S,
       claims: new HeldClaims(),
+      writes: new RunWrites(options.db, options.names.S, options.runLogLimit),
       runLogLimit: options.runLogLimit,
       logger: options.logger,
       staleClaim: () => this.#keeper?.recheck(),

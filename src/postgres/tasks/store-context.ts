@@ -6,12 +6,15 @@ import { TaskNotClaimedError } from '../../errors.js';
 import type { Logger } from '../../observability/logger.js';
 import type { Database } from '../database.js';
 import type { HeldClaim, HeldClaims } from './held-claims.js';
+import type { RunWrites } from './run-writes.js';
 
 export interface TaskStoreContext {
   readonly db: Database;
   /** The quoted schema name, for SQL text. */
   readonly S: string;
   readonly claims: HeldClaims;
+  /** The creates, starts and finishes of runs, sent in batches. */
+  readonly writes: RunWrites;
   /** Run log entries kept per task. */
   readonly runLogLimit: number;
   readonly logger: Logger;
