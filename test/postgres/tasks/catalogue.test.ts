@@ -126,6 +126,12 @@ describe('the shared task catalogue on PostgreSQL', { skip: skipWithoutDatabase 
     await a.store.desiredState.finishRun('q', created.runId, { status: 'canceled', when: 61 * MIN, attempt: 0 });
     const { rows } = await c.admin.query(`SELECT r.status, s.latest_completed FROM ${c.names.S}.task_runs r JOIN ${c.names.S}.task_state s USING (task_id)`);
     assert.deepEqual(rows[0], { status: 'queued', latest_completed: 0 }, 'queued again, and not completed');
+    const [logged] = await a.store.runLog.runs('q');
+    assert.deepEqual(
+      [logged?.status, logged?.attempts, logged?.processes, logged?.history.map((h) => h.status)],
+      ['scheduled', 0, [], ['scheduled']],
+      'its log entry shows no attempt begun',
+    );
     const again = await a.store.desiredState.createNextRun('q', 62 * MIN);
     assert.equal(again.created.runId, created.runId, 'the same run, handed out again');
   });
