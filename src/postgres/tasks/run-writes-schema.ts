@@ -53,13 +53,21 @@ CREATE FUNCTION ${S}.task_create_started_run(p_task text, p_epoch bigint, p_memb
   RETURNS TABLE (outcome text, latest double precision) LANGUAGE plpgsql AS $$
 DECLARE v_latest double precision;
 BEGIN
-  IF NOT ${S}.task_fence(p_task, p_epoch, p_member) THEN
+  -- task_fence's checks, with the compare-and-set as the claim row's lock (one write of the row, not a lock and then
+  -- an update): the lease first, then the claim, locked by the update that moves latest_scheduled.
+  PERFORM 1 FROM ${S}.task_members WHERE id = p_member AND NOT dead AND expires_at > now();
+  IF NOT FOUND THEN
     RETURN QUERY SELECT 'stale'::text, NULL::double precision;
     RETURN;
   END IF;
   UPDATE ${S}.task_state SET latest_scheduled = greatest(latest_scheduled, p_scheduled_for)
-    WHERE task_id = p_task AND latest_scheduled = p_expected RETURNING latest_scheduled INTO v_latest;
+    WHERE task_id = p_task AND epoch = p_epoch AND owner = p_member AND latest_scheduled = p_expected
+    RETURNING latest_scheduled INTO v_latest;
   IF NOT FOUND THEN
+    IF NOT ${S}.task_fence(p_task, p_epoch, p_member) THEN
+      RETURN QUERY SELECT 'stale'::text, NULL::double precision;
+      RETURN;
+    END IF;
     SELECT s.latest_scheduled INTO v_latest FROM ${S}.task_state s WHERE s.task_id = p_task;
     RETURN QUERY SELECT 'moved'::text, v_latest;
     RETURN;
