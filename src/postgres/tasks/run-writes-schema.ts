@@ -13,6 +13,8 @@
  * - The run log's helpers become PL/pgSQL (`task_log_trim` is the trim both creations share): a SQL function called
  *   from PL/pgSQL is parsed and planned again at every call, a PL/pgSQL one keeps its plans for the session.
  */
+import { logFinalStatement } from './schema.js';
+
 export function runWritesSchema(S: string): string {
   return `
 -- The task's ended log entries beyond its newest p_limit entries dropped.
@@ -35,15 +37,7 @@ END $$;
 CREATE OR REPLACE FUNCTION ${S}.task_log_final(p_run_id text, p_status text, p_when double precision, p_attempt integer, p_member text,
   p_error jsonb, p_value bytea) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-  UPDATE ${S}.task_run_log SET
-    status = p_status,
-    final_status = coalesce(final_status, p_status),
-    attempts = greatest(attempts, p_attempt),
-    error = coalesce(p_error, error),
-    value = coalesce(p_value, value),
-    history = history || jsonb_strip_nulls(jsonb_build_object('status', p_status, 'when', p_when, 'attempt', p_attempt,
-      'process', p_member, 'error', p_error))
-  WHERE run_id = p_run_id;
+  ${logFinalStatement(S)};
 END $$;
 
 -- The next scheduled run with its first attempt begun on p_member at p_when: task_create_run's outcomes, and on

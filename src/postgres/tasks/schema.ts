@@ -17,6 +17,22 @@
  * - Lock order, to rule out deadlocks: a task's claim row (`task_state`) before its `tasks` row, its run rows and
  *   its log rows; the catalogue row last. Whoever takes claim rows of many tasks at once takes them with SKIP LOCKED.
  */
+/**
+ * The statement of `task_log_final` (a run's final status in the log, once: `final_status` keeps the first), with
+ * the function's parameters: migration 2 wraps it in a SQL function, migration 3 in a PL/pgSQL one.
+ */
+export function logFinalStatement(S: string): string {
+  return `UPDATE ${S}.task_run_log SET
+    status = p_status,
+    final_status = coalesce(final_status, p_status),
+    attempts = greatest(attempts, p_attempt),
+    error = coalesce(p_error, error),
+    value = coalesce(p_value, value),
+    history = history || jsonb_strip_nulls(jsonb_build_object('status', p_status, 'when', p_when, 'attempt', p_attempt,
+      'process', p_member, 'error', p_error))
+  WHERE run_id = p_run_id`;
+}
+
 export function tasksSchema(S: string, channel: (name: string) => string): string {
   const notify = channel('tasks');
   return `
@@ -115,15 +131,7 @@ $$;
 -- A run's final status in the log (once: final_status keeps the first).
 CREATE FUNCTION ${S}.task_log_final(p_run_id text, p_status text, p_when double precision, p_attempt integer, p_member text,
   p_error jsonb, p_value bytea) RETURNS void LANGUAGE sql AS $$
-  UPDATE ${S}.task_run_log SET
-    status = p_status,
-    final_status = coalesce(final_status, p_status),
-    attempts = greatest(attempts, p_attempt),
-    error = coalesce(p_error, error),
-    value = coalesce(p_value, value),
-    history = history || jsonb_strip_nulls(jsonb_build_object('status', p_status, 'when', p_when, 'attempt', p_attempt,
-      'process', p_member, 'error', p_error))
-  WHERE run_id = p_run_id;
+  ${logFinalStatement(S)};
 $$;
 
 -- The next scheduled run: compare-and-set of latest_scheduled, then the run row under its unique key.
