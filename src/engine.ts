@@ -126,7 +126,8 @@ export class Engine<B extends Backend = MemoryBackend> {
    * Validates (synchronously, typed errors) and enqueues an evaluation, the same as `engine.broker.enqueue`: the
    * payload must be structured-cloneable and at most `maxPayloadBytes` once serialized; `id`, `jobId` and `priority`
    * default to a random UUID, the id, and 50. Returns its handle: `done` resolves with the outcome once it is acked
-   * and rejects with a typed error when it is not. An id the broker already holds returns a handle of that evaluation (same id, same `done`).
+   * and rejects with a typed error when it is not. An id the broker already holds returns a handle of that evaluation
+   * (same id, same `done`).
    */
   enqueue<V = unknown>(evaluation: EvaluationInput): EvaluationHandle<V> {
     if (this.#state === EngineState.STOPPING || this.#state === EngineState.STOPPED) {

@@ -70,8 +70,8 @@ export interface BrokerBackend {
    * nothing admitted) and returns its handle at once. `handle.accepted` resolves once the backend holds it (in memory
    * at once; a durable backend after its commit, and rejects if the commit failed); `handle.done` settles with its
    * outcome wherever it ran. An evaluation of a type outside the backend's known types is failed here, once
-   * (`done` rejects with `UnknownSchedulerError`). An id the backend already holds returns a handle of that evaluation (its id, the same `done`)
-   * and changes nothing. Throws `BrokerDisabledError` when disabled.
+   * (`done` rejects with `UnknownSchedulerError`). An id the backend already holds returns a handle of that
+   * evaluation (its id, the same `done`) and changes nothing. Throws `BrokerDisabledError` when disabled.
    */
   enqueue(input: EvaluationInput): EvaluationHandle;
 

@@ -9,7 +9,10 @@ import { InvalidEvaluationError } from '../errors.js';
  * - `_failed`: the dead-letter queue; evaluations land there past the delivery limit or through `fail()`.
  */
 export interface EvaluationInput {
-  /** Unique id; a random UUID when absent. Enqueueing an id the broker already holds returns a handle of it (same id, same `done`). */
+  /**
+   * Unique id; a random UUID when absent. Enqueueing an id the broker already holds returns a handle of it (same id,
+   * same `done`).
+   */
   readonly id?: string;
   /** Namespace of the job; `'default'` when absent. */
   readonly namespace?: string;

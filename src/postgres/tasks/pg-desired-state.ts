@@ -6,8 +6,9 @@
  * database's: a run exists once its row under (task, scheduledFor) is inserted in the same transaction as the
  * compare-and-set of `latest_scheduled`. A scheduled run is created with its first attempt begun on this process
  * (the scheduler begins it as soon as the run exists), so its `startRun` writes nothing; a run canceled before that
- * start has its start taken back and is queued again, as one never begun. A time that already has a run (one settled after a lost process, a
- * manual one) is skipped, never run twice. Queued runs (manual, resumed) are handed out before scheduled ones.
+ * start has its start taken back and is queued again, as one never begun. A time that already has a run (one
+ * settled after a lost process, a manual one) is skipped, never run twice. Queued runs (manual, resumed) are handed
+ * out before scheduled ones.
  */
 import { randomUUID } from 'node:crypto';
 import { DuplicateRunError, InvalidArgumentError, InvalidStateError, RunNotYetDueError, TaskNotClaimedError } from '../../errors.js';
@@ -59,7 +60,8 @@ export class PgDesiredState implements DesiredState {
       }
       const runId = randomUUID();
       const runAt = plan.scheduledFor + offset;
-      const row = await this.#c.writes.createStarted(claim, { runId, expected: claim.latestScheduled, scheduledFor: plan.scheduledFor, runAt, when: now });
+      const expected = claim.latestScheduled;
+      const row = await this.#c.writes.createStarted(claim, { runId, expected, scheduledFor: plan.scheduledFor, runAt, when: now });
       switch (row.outcome) {
         case 'stale':
           throw this.#stale(claim);

@@ -55,18 +55,23 @@ export interface FinishWrite {
 
 type Kind = 'create-start' | 'start' | 'finish';
 
+/** What a write carries besides its kind and fence; a field a kind does not use is absent (sent as NULL). */
+interface WriteFields {
+  readonly runId: string;
+  readonly expected?: number;
+  readonly scheduledFor?: number;
+  readonly runAt?: number;
+  readonly when?: number | null;
+  readonly attempt?: number | null;
+  readonly status?: string | null;
+  readonly error?: unknown;
+  readonly value?: Buffer | null;
+}
+
 interface PendingWrite {
   readonly kind: Kind;
   readonly fence: WriteFence;
-  readonly runId: string;
-  readonly expected: number | null;
-  readonly scheduledFor: number | null;
-  readonly runAt: number | null;
-  readonly when: number | null;
-  readonly attempt: number | null;
-  readonly status: string | null;
-  readonly error: unknown;
-  readonly value: Buffer | null;
+  readonly fields: WriteFields;
   readonly resolve: (row: CreateOutcome) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -75,7 +80,7 @@ export class RunWrites {
   readonly #db: Database;
   readonly #sql: string;
   readonly #runLogLimit: number;
-  #queue: PendingWrite[] = [];
+  readonly #queue: PendingWrite[] = [];
   #sending = false;
   #statements = 0;
 
@@ -94,36 +99,22 @@ export class RunWrites {
 
   /** The next scheduled run, with its first attempt begun here: `task_create_started_run`'s outcome. */
   createStarted(fence: WriteFence, write: CreateWrite): Promise<CreateOutcome> {
-    return this.#push('create-start', fence, write.runId, write.expected, write.scheduledFor, write.runAt, write.when, null, null, null, null);
+    return this.#push('create-start', fence, write);
   }
 
   /** An attempt begins here: `task_run_started`'s outcome ('stale', 'gone' or 'ok'). */
   async start(fence: WriteFence, runId: string, attempt: number, when: number): Promise<string> {
-    const { outcome } = await this.#push('start', fence, runId, null, null, null, when, attempt, null, null, null);
-    return outcome;
+    return (await this.#push('start', fence, { runId, attempt, when })).outcome;
   }
 
   /** The run ended: `task_finish_run`'s outcome ('stale', 'gone' or 'ok'). */
   async finish(fence: WriteFence, write: FinishWrite): Promise<string> {
-    const { outcome } = await this.#push('finish', fence, write.runId, null, null, null, write.when, write.attempt, write.status, write.error, write.value);
-    return outcome;
+    return (await this.#push('finish', fence, write)).outcome;
   }
 
-  #push(
-    kind: Kind,
-    fence: WriteFence,
-    runId: string,
-    expected: number | null,
-    scheduledFor: number | null,
-    runAt: number | null,
-    when: number | null,
-    attempt: number | null,
-    status: string | null,
-    error: unknown,
-    value: Buffer | null,
-  ): Promise<CreateOutcome> {
+  #push(kind: Kind, fence: WriteFence, fields: WriteFields): Promise<CreateOutcome> {
     return new Promise<CreateOutcome>((resolve, reject) => {
-      this.#queue.push({ kind, fence, runId, expected, scheduledFor, runAt, when, attempt, status, error, value, resolve, reject });
+      this.#queue.push({ kind, fence, fields, resolve, reject });
       // The rest of this turn's writes join it; while a batch is in flight, the loop below takes them next.
       if (this.#queue.length === 1 && !this.#sending) queueMicrotask(() => void this.#sendAll());
     });
@@ -133,19 +124,16 @@ export class RunWrites {
     if (this.#sending) return;
     this.#sending = true;
     try {
-      while (this.#queue.length > 0) {
-        const batch = this.#queue.length <= MAX_BATCH ? this.#queue : this.#queue.slice(0, MAX_BATCH);
-        this.#queue = this.#queue.length <= MAX_BATCH ? [] : this.#queue.slice(MAX_BATCH);
-        await this.#send(batch, true);
-      }
+      while (this.#queue.length > 0) await this.#send(this.#queue.splice(0, MAX_BATCH));
     } finally {
       this.#sending = false;
     }
   }
 
   /** Sends `batch` as one statement and settles each write; never rejects. */
-  async #send(batch: PendingWrite[], whole: boolean): Promise<void> {
+  async #send(batch: PendingWrite[]): Promise<void> {
     if (batch.length > 1) batch = orderByTask(batch);
+    const column = <T>(pick: (fields: WriteFields) => T | undefined): Array<T | null> => batch.map((w) => pick(w.fields) ?? null);
     let rows: Array<{ i: number; outcome: CreateOutcome['outcome']; latest: number | null }>;
     this.#statements++;
     try {
@@ -156,36 +144,34 @@ export class RunWrites {
           batch.map((w) => w.fence.taskId),
           batch.map((w) => w.fence.epoch),
           batch.map((w) => w.fence.member),
-          batch.map((w) => w.runId),
-          batch.map((w) => w.expected),
-          batch.map((w) => w.scheduledFor),
-          batch.map((w) => w.runAt),
-          batch.map((w) => w.when),
-          batch.map((w) => w.attempt),
-          batch.map((w) => w.status),
-          batch.map((w) => (w.error === null || w.error === undefined ? null : JSON.stringify(w.error))),
-          batch.map((w) => w.value),
+          column((f) => f.runId),
+          column((f) => f.expected),
+          column((f) => f.scheduledFor),
+          column((f) => f.runAt),
+          column((f) => f.when),
+          column((f) => f.attempt),
+          column((f) => f.status),
+          column((f) => (f.error === null || f.error === undefined ? undefined : JSON.stringify(f.error))),
+          column((f) => f.value),
           this.#runLogLimit,
         ],
         batch.length === 1 ? `a run ${batch[0]!.kind}` : `${batch.length} run writes`,
       );
     } catch (error) {
-      if (!whole || batch.length === 1 || error instanceof BackendUnavailableError) {
+      if (batch.length === 1 || error instanceof BackendUnavailableError) {
         for (const w of batch) w.reject(error);
         return;
       }
       // Refused whole, so nothing of it landed: each alone, in the same order, and only the one at fault fails.
-      for (const w of batch) await this.#send([w], false);
+      for (const w of batch) await this.#send([w]);
       return;
-    }
-    for (const row of rows) {
-      const w = batch[row.i - 1];
-      w?.resolve({ outcome: row.outcome, latest: row.latest });
     }
     if (rows.length !== batch.length) {
       const missing = new Error(`Expected task_run_writes to answer ${batch.length} rows, got ${rows.length}`);
       for (const w of batch) w.reject(missing);
+      return;
     }
+    for (const row of rows) batch[row.i - 1]!.resolve({ outcome: row.outcome, latest: row.latest });
   }
 }
 
