@@ -4,6 +4,7 @@
  * the idle latency from an enqueue in one process to the scheduler's entry in another (p50 / p99).
  *
  *   node dist/bench/postgres.bench.js --url postgres://… [--jobs 100000] [--processes 3] [--samples 200]
+ *     [--parts tickpool,graphile,latency]
  *
  * Each system gets a fresh schema, dropped afterwards. Not part of `npm run bench` (it needs a database).
  */
@@ -18,7 +19,15 @@ import { createEngine } from '../src/index.js';
 import { postgresBackend } from '../src/postgres/index.js';
 
 const { values } = parseArgs({
-  options: { url: { type: 'string' }, jobs: { type: 'string' }, processes: { type: 'string' }, samples: { type: 'string' }, concurrency: { type: 'string' } },
+  options: {
+    url: { type: 'string' },
+    jobs: { type: 'string' },
+    processes: { type: 'string' },
+    samples: { type: 'string' },
+    concurrency: { type: 'string' },
+    // A comma-separated subset of tickpool, graphile, latency: for profiling one part (ratios need all three).
+    parts: { type: 'string' },
+  },
 });
 const url = values.url ?? process.env['TICKPOOL_TEST_DATABASE_URL'];
 if (url === undefined) {
@@ -29,6 +38,7 @@ const JOBS = Number(values.jobs ?? 100_000);
 const PROCESSES = Number(values.processes ?? 3);
 const SAMPLES = Number(values.samples ?? 200);
 const CONCURRENCY = Number(values.concurrency ?? 64);
+const PARTS = new Set((values.parts ?? 'tickpool,graphile,latency').split(','));
 const entry = fileURLToPath(new URL('./fixtures/pg-bench-process.js', import.meta.url));
 const admin = new Pool({ connectionString: url, max: 2 });
 
@@ -51,8 +61,22 @@ async function stopWorkers(children: readonly ChildProcess[]): Promise<void> {
   })));
 }
 
-async function waitFor(check: () => Promise<boolean>): Promise<void> {
-  while (!(await check())) await new Promise((resolve) => setTimeout(resolve, 20));
+/** How many jobs the workers have finished between them (each counts its own). */
+async function finished(children: readonly ChildProcess[]): Promise<number> {
+  const counts = await Promise.all(children.map((c) => new Promise<number>((resolve) => {
+    const onMessage = (m: { type: string; n: number }): void => {
+      if (m.type !== 'count') return;
+      c.off('message', onMessage);
+      resolve(m.n);
+    };
+    c.on('message', onMessage);
+    c.send({ type: 'count' });
+  })));
+  return counts.reduce((a, b) => a + b, 0);
+}
+
+async function waitUntilFinished(children: readonly ChildProcess[], jobs: number): Promise<void> {
+  while ((await finished(children)) < jobs) await new Promise((resolve) => setTimeout(resolve, 20));
 }
 
 /** A front engine on the schema whose workers never run: it only enqueues. */
@@ -80,7 +104,7 @@ async function tickpoolThroughput(): Promise<number> {
     const workers = await startWorkers('tickpool', schema);
     const started = performance.now();
     for (const w of workers) w.send({ type: 'go' });
-    await waitFor(async () => (await admin.query(`SELECT count(*)::int AS n FROM "${schema}".evals WHERE state = 'acked'`)).rows[0].n >= JOBS);
+    await waitUntilFinished(workers, JOBS);
     const perSecond = JOBS / ((performance.now() - started) / 1000);
     await stopWorkers(workers);
     return perSecond;
@@ -101,7 +125,11 @@ async function graphileThroughput(batched: boolean): Promise<number> {
     const workers = await startWorkers(batched ? 'graphile-batched' : 'graphile', schema);
     const started = performance.now();
     for (const w of workers) w.send({ type: 'go' });
-    await waitFor(async () => (await admin.query(`SELECT count(*)::int AS n FROM "${schema}"._private_jobs`)).rows[0].n === 0);
+    await waitUntilFinished(workers, JOBS);
+    // graphile-worker counts a job when its task returns, before the completion is stored: wait for the store.
+    while ((await admin.query(`SELECT count(*)::int AS n FROM "${schema}"._private_jobs`)).rows[0].n > 0) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
     const perSecond = JOBS / ((performance.now() - started) / 1000);
     await stopWorkers(workers);
     return perSecond;
@@ -135,10 +163,10 @@ async function tickpoolIdleLatency(): Promise<number[]> {
 const quantile = (sorted: readonly number[], q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
 
 try {
-  const tickpool = await tickpoolThroughput();
-  const batched = await graphileThroughput(true);
-  const unbatched = await graphileThroughput(false);
-  const latency = await tickpoolIdleLatency();
+  const tickpool = PARTS.has('tickpool') ? await tickpoolThroughput() : Number.NaN;
+  const batched = PARTS.has('graphile') ? await graphileThroughput(true) : Number.NaN;
+  const unbatched = PARTS.has('graphile') ? await graphileThroughput(false) : Number.NaN;
+  const latency = PARTS.has('latency') ? await tickpoolIdleLatency() : [];
   const row = (name: string, value: string): string => `${name.padEnd(58)} ${value}`;
   const lines = [
     `PostgreSQL backend vs graphile-worker 0.17.3: ${JOBS} no-op jobs, ${PROCESSES} processes, concurrency ${CONCURRENCY} each`,
