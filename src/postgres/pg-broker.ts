@@ -496,23 +496,7 @@ export class PgBroker implements BrokerBackend {
     const S = this.#names.S;
     const sentAt = this.#clock.now();
     const rows = await this.#db.query<{ id: string; body: Buffer; queue: string; deliveries: number; token: string; priority: number; create_index: string; seq: string }>(
-      `WITH candidates AS MATERIALIZED (
-         SELECT c.id, c.priority,
-                row_number() OVER (PARTITION BY t.queue ORDER BY c.priority DESC, c.create_index, c.seq) AS rank
-           FROM unnest($1::text[]) AS t(queue)
-           CROSS JOIN LATERAL (
-             SELECT e.id, e.priority, e.create_index, e.seq FROM ${S}.evals e
-              WHERE e.state = 'ready' AND e.queue = t.queue
-              ORDER BY e.priority DESC, e.create_index, e.seq
-              LIMIT $2 FOR UPDATE SKIP LOCKED) c),
-       picked AS MATERIALIZED (
-         SELECT id FROM candidates ORDER BY priority DESC, rank, random() LIMIT $2)
-       UPDATE ${S}.evals e
-          SET state = 'unacked', token = gen_random_uuid()::text, holder = $4::uuid,
-              lease_until = clock_timestamp() + $3::float8 * interval '1 millisecond',
-              deliveries = e.deliveries + CASE WHEN e.queue = '${FAILED_QUEUE}' THEN 0 ELSE 1 END
-        WHERE e.id = ANY(ARRAY(SELECT id FROM picked))
-       RETURNING e.id, e.body, e.queue, e.deliveries, e.token, e.priority, e.create_index, e.seq`,
+      `SELECT * FROM ${S}.lease_ready($1::text[], $2::int, $3::float8, $4::uuid)`,
       [types, max, this.#lease.nackTimeoutMs, this.#nodeId],
       'a dequeue',
     );
