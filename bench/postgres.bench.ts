@@ -4,7 +4,10 @@
  * the idle latency from an enqueue in one process to the scheduler's entry in another (p50 / p99).
  *
  *   node dist/bench/postgres.bench.js --url postgres://… [--jobs 100000] [--processes 3] [--samples 200]
- *     [--parts tickpool,graphile,latency]
+ *     [--parts tickpool,batched,unbatched,latency] [--floor 0.25]
+ *
+ * With `--floor`, the batched ratio is checked: a run below it is repeated (the two throughputs, alternately), and
+ * the process exits 1 when the best of three is still below.
  *
  * Each system gets a fresh schema, dropped afterwards. Not part of `npm run bench` (it needs a database).
  */
@@ -25,8 +28,10 @@ const { values } = parseArgs({
     processes: { type: 'string' },
     samples: { type: 'string' },
     concurrency: { type: 'string' },
-    // A comma-separated subset of tickpool, graphile, latency: for profiling one part (ratios need all three).
+    // A comma-separated subset of tickpool, batched, unbatched, latency (graphile-worker batched and unbatched).
     parts: { type: 'string' },
+    // Exit 1 when tickpool / graphile-worker batched stays below this after the best of three runs (CI).
+    floor: { type: 'string' },
   },
 });
 const url = values.url ?? process.env['TICKPOOL_TEST_DATABASE_URL'];
@@ -38,7 +43,8 @@ const JOBS = Number(values.jobs ?? 100_000);
 const PROCESSES = Number(values.processes ?? 3);
 const SAMPLES = Number(values.samples ?? 200);
 const CONCURRENCY = Number(values.concurrency ?? 64);
-const PARTS = new Set((values.parts ?? 'tickpool,graphile,latency').split(','));
+const PARTS = new Set((values.parts ?? 'tickpool,batched,unbatched,latency').split(','));
+const FLOOR = values.floor === undefined ? undefined : Number(values.floor);
 const entry = fileURLToPath(new URL('./fixtures/pg-bench-process.js', import.meta.url));
 const admin = new Pool({ connectionString: url, max: 2 });
 
@@ -163,21 +169,39 @@ async function tickpoolIdleLatency(): Promise<number[]> {
 const quantile = (sorted: readonly number[], q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
 
 try {
-  const tickpool = PARTS.has('tickpool') ? await tickpoolThroughput() : Number.NaN;
-  const batched = PARTS.has('graphile') ? await graphileThroughput(true) : Number.NaN;
-  const unbatched = PARTS.has('graphile') ? await graphileThroughput(false) : Number.NaN;
+  let tickpool = PARTS.has('tickpool') ? await tickpoolThroughput() : Number.NaN;
+  let batched = PARTS.has('batched') ? await graphileThroughput(true) : Number.NaN;
+  let best = tickpool / batched;
+  for (let run = 2; FLOOR !== undefined && !(best >= FLOOR) && run <= 3; run++) {
+    process.stdout.write(`ratio ${best.toFixed(2)}x is below the floor ${FLOOR}: run ${run} of 3\n`);
+    const again = await tickpoolThroughput();
+    const baseline = await graphileThroughput(true);
+    if (Number.isNaN(best) || again / baseline > best) [tickpool, batched, best] = [again, baseline, again / baseline];
+  }
+  const unbatched = PARTS.has('unbatched') ? await graphileThroughput(false) : Number.NaN;
   const latency = PARTS.has('latency') ? await tickpoolIdleLatency() : [];
   const row = (name: string, value: string): string => `${name.padEnd(58)} ${value}`;
+  // A part left out by --parts reads "not run" rather than NaN.
+  const figure = (value: number, format: (v: number) => string): string => (Number.isNaN(value) ? 'not run' : format(value));
+  const ratio = (value: number): string => figure(value, (v) => `${v.toFixed(2)}x`);
+  const perSecond = (value: number): string => figure(value, (v) => v.toFixed(0));
   const lines = [
     `PostgreSQL backend vs graphile-worker 0.17.3: ${JOBS} no-op jobs, ${PROCESSES} processes, concurrency ${CONCURRENCY} each`,
-    row('ratio: tickpool / graphile-worker batched (goal >= 1.0, CI floor 0.25)', `${(tickpool / batched).toFixed(2)}x`),
-    row('ratio: tickpool / graphile-worker unbatched (goal >= 5)', `${(tickpool / unbatched).toFixed(2)}x`),
-    row('tickpool no-op evaluations/s', tickpool.toFixed(0)),
-    row('graphile-worker batched jobs/s', batched.toFixed(0)),
-    row('graphile-worker unbatched jobs/s', unbatched.toFixed(0)),
-    row(`enqueue → scheduler entry in another process, idle, p50 / p99 (${SAMPLES})`, `${quantile(latency, 0.5).toFixed(2)} ms / ${quantile(latency, 0.99).toFixed(2)} ms`),
+    row('ratio: tickpool / graphile-worker batched (goal >= 1.0, CI floor 0.25)', ratio(tickpool / batched)),
+    row('ratio: tickpool / graphile-worker unbatched (goal >= 5)', ratio(tickpool / unbatched)),
+    row('tickpool no-op evaluations/s', perSecond(tickpool)),
+    row('graphile-worker batched jobs/s', perSecond(batched)),
+    row('graphile-worker unbatched jobs/s', perSecond(unbatched)),
+    row(
+      `enqueue → scheduler entry in another process, idle, p50 / p99 (${SAMPLES})`,
+      latency.length === 0 ? 'not run' : `${quantile(latency, 0.5).toFixed(2)} ms / ${quantile(latency, 0.99).toFixed(2)} ms`,
+    ),
   ];
   process.stdout.write(`${lines.join('\n')}\n`);
+  if (FLOOR !== undefined && !(best >= FLOOR)) {
+    process.stderr.write(`FLOOR: tickpool / graphile-worker batched ${best.toFixed(2)}x is below ${FLOOR}\n`);
+    process.exitCode = 1;
+  }
 } finally {
   await admin.end();
 }
