@@ -8,6 +8,7 @@ import { SchemaVersionError } from '../errors.js';
 import type { Database } from './database.js';
 import type { SchemaNames } from './names.js';
 import { ackRowsSchema } from './ack-rows-schema.js';
+import { dropLiveIndexSchema } from './drop-live-index-schema.js';
 import { leaseReadySchema } from './lease-ready-schema.js';
 import { schemaV1 } from './schema-v1.js';
 import { runWritesSchema } from './tasks/run-writes-schema.js';
@@ -23,6 +24,7 @@ export const migrations: readonly Migration[] = Object.freeze([
   { version: 2, sql: (n: SchemaNames) => tasksSchema(n.S, n.channel) },
   { version: 3, sql: (n: SchemaNames) => runWritesSchema(n.S) },
   { version: 4, sql: (n: SchemaNames) => ackRowsSchema(n.S, n.channel) + leaseReadySchema(n.S) },
+  { version: 5, sql: (n: SchemaNames) => dropLiveIndexSchema(n.S) },
 ]);
 
 /** The schema version this code writes and reads. */

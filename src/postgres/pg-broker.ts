@@ -885,8 +885,14 @@ export class PgBroker implements BrokerBackend {
   // ───────────────────────────── state ─────────────────────────────
 
   async stats(): Promise<BrokerStats> {
+    const E = `${this.#names.S}.evals`;
+    // State by state, so that each count reads its state's partial index rather than every row the table keeps.
     const rows = await this.#db.query<{ state: string; queue: string; n: number }>(
-      `SELECT state, queue, count(*)::int AS n FROM ${this.#names.S}.evals WHERE state NOT IN ('acked', 'removed') GROUP BY state, queue`,
+      `SELECT 'ready' AS state, queue, count(*)::int AS n FROM ${E} WHERE state = 'ready' GROUP BY queue
+       UNION ALL SELECT 'unacked', queue, count(*)::int FROM ${E} WHERE state = 'unacked' GROUP BY queue
+       UNION ALL SELECT 'pending', '', count(*)::int FROM ${E} WHERE state = 'pending'
+       UNION ALL SELECT 'waiting', '', count(*)::int FROM ${E} WHERE state = 'waiting'
+       UNION ALL SELECT 'cancelable', '', count(*)::int FROM ${E} WHERE state = 'cancelable'`,
       [],
       'broker stats',
     );
