@@ -182,6 +182,10 @@ export class PgBroker implements BrokerBackend {
   readonly #waiters: Waiter[] = [];
   #ackBatch: PendingAck[] = [];
   #acking = false;
+  /** How many acks the statement in flight carries (0 when none is). */
+  #acksInFlight = 0;
+  /** A kick is due at the next check phase (`#acksLanded`): kicks before it are folded into it. */
+  #kickSoon = false;
   #fetching = false;
   #fetchAgain = false;
   #pollTimer: TimerHandle | undefined;
@@ -439,13 +443,40 @@ export class PgBroker implements BrokerBackend {
 
   /** Something may be ready (a notification, an enqueue, a promotion, a poll): fetch for the waiting dequeues. */
   kick(): void {
-    if (!this.#open || this.#closed) return;
+    if (!this.#open || this.#closed || this.#kickSoon) return;
     if (this.#fetching) {
       this.#fetchAgain = true;
       return;
     }
     if (this.#waiters.length === 0 || this.#paused || !this.#enabled) return;
+    if (this.#worthWaitingForAcks()) return;
     void this.#serveWaiters();
+  }
+
+  /**
+   * Under load, a fetch started while an ack batch is out takes only the few workers already back, and the ones
+   * that batch frees wait for the next fetch: fetches and acks settle into small batches, each a statement and a
+   * commit. When the acks in flight would free more workers than wait now, the fetch waits for them to land and
+   * then serves both at once (`#acksLanded` kicks it). With little in flight, as when idle, it never waits.
+   * The wait is bounded by one ack statement, and it cannot go on: acks come only from work that was delivered.
+   */
+  #worthWaitingForAcks(): boolean {
+    return this.#acksInFlight > this.#waiters.length;
+  }
+
+  /**
+   * An ack statement answered, before its acks are settled. The workers they free ask for their next evaluation
+   * in this turn's promise jobs, so one fetch after those (kicks meanwhile are folded into it) serves them all,
+   * with whatever waited for these acks to land.
+   */
+  #acksLanded(): void {
+    this.#acksInFlight = 0;
+    if (this.#kickSoon) return;
+    this.#kickSoon = true;
+    setImmediate(() => {
+      this.#kickSoon = false;
+      this.kick();
+    });
   }
 
   async #serveWaiters(): Promise<void> {
@@ -472,7 +503,7 @@ export class PgBroker implements BrokerBackend {
             if (rows.length < waiting.length) break;
           }
         }
-      } while (this.#fetchAgain && !this.#closed);
+      } while (this.#fetchAgain && !this.#closed && !this.#worthWaitingForAcks());
     } catch (error) {
       this.#logger.warn({ err: error }, 'dequeue fetch failed; retrying at the next poll');
     } finally {
@@ -583,6 +614,7 @@ export class PgBroker implements BrokerBackend {
 
   async #ackMany(batch: PendingAck[]): Promise<void> {
     let rows: { id: string | null; status: string | null; deliveries: number | null; promoted: string | null; canceled: string[] | null }[];
+    this.#acksInFlight = batch.length;
     try {
       rows = await this.#db.query(
         `SELECT * FROM ${this.#names.S}.ack_many($1::text[], $2::text[], $3::bytea[], $4::bigint[], $5::int[], $6::text[], $7::text[], $8)`,
@@ -599,10 +631,12 @@ export class PgBroker implements BrokerBackend {
         'an ack',
       );
     } catch (error) {
+      this.#acksLanded();
       // Unknown whether it landed: each one is resolved by re-reading, never acked twice.
       for (const a of batch) this.#ack(a.held.id, a.held.token, a.result, error).then(a.resolve, a.reject);
       return;
     }
+    this.#acksLanded();
     const byId = new Map<string, (typeof rows)[number]>();
     for (const row of rows) {
       if (row.id !== null) byId.set(row.id, row);
