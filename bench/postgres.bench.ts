@@ -45,6 +45,10 @@ const SAMPLES = Number(values.samples ?? 200);
 const CONCURRENCY = Number(values.concurrency ?? 64);
 const PARTS = new Set((values.parts ?? 'tickpool,batched,unbatched,latency').split(','));
 const FLOOR = values.floor === undefined ? undefined : Number(values.floor);
+if (FLOOR !== undefined && (!(FLOOR > 0) || !PARTS.has('tickpool') || !PARTS.has('batched'))) {
+  process.stderr.write(`--floor takes a ratio > 0 and needs the parts tickpool and batched (got --floor ${values.floor}, --parts ${[...PARTS].join(',')})\n`);
+  process.exit(2);
+}
 const entry = fileURLToPath(new URL('./fixtures/pg-bench-process.js', import.meta.url));
 const admin = new Pool({ connectionString: url, max: 2 });
 
