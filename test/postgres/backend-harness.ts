@@ -3,6 +3,7 @@
  * directly (broker, state store, plan committer) without pool threads.
  */
 import { pino } from 'pino';
+import type { Pool } from 'pg';
 import { Registry } from 'prom-client';
 import type { BrokerSettings } from '../../src/backend/backend.js';
 import { systemClock, type Clock } from '../../src/clock.js';
@@ -21,11 +22,14 @@ export interface HarnessOptions {
   readonly pollMs?: number;
   /** The database to connect to (default the test database; a proxy of it in fault tests). */
   readonly url?: string;
+  /** A pool the test owns (and may watch), instead of one the backend makes from `url`. */
+  readonly pool?: Pool;
 }
 
 /** An opened backend; `close()` it (the schema is the caller's to drop). */
 export async function openBackend(options: HarnessOptions): Promise<PostgresBackend> {
-  const factory = postgresBackend({ connectionString: options.url ?? databaseUrl!, schema: options.schema, pollMs: options.pollMs ?? 1000 });
+  const source = options.pool !== undefined ? { pool: options.pool } : { connectionString: options.url ?? databaseUrl! };
+  const factory = postgresBackend({ ...source, schema: options.schema, pollMs: options.pollMs ?? 1000 });
   const backend = factory.create({
     clock: options.clock ?? systemClock,
     logger: silentLogger,

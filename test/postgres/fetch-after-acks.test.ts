@@ -6,14 +6,12 @@
  */
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
-import { pino } from 'pino';
 import { Pool, type PoolClient, type QueryConfig } from 'pg';
-import { Registry } from 'prom-client';
 import type { Backend } from '../../src/backend/backend.js';
 import type { BrokerBackend } from '../../src/backend/broker-backend.js';
 import type { Delivery } from '../../src/broker/broker-types.js';
 import { ManualClock } from '../../src/clock.js';
-import { postgresBackend } from '../../src/postgres/backend.js';
+import { openBackend } from './backend-harness.js';
 import { adminPool, databaseUrl, dropSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
 
 requireDatabaseInCI();
@@ -63,15 +61,12 @@ describe('a fetch while acks are in flight, on PostgreSQL', { skip: skipWithoutD
     pool = new Pool({ connectionString: databaseUrl, max: 4 });
     const sent: string[] = [];
     recordStatements(pool, sent);
-    backend = postgresBackend({ pool, schema }).create({
+    backend = await openBackend({
+      schema,
+      pool,
       clock: new ManualClock(1_000_000),
-      logger: pino({ level: 'silent' }),
-      registry: new Registry(),
-      tables: ['allocs'],
-      evaluatePlan: undefined,
-      broker: { nackTimeoutMs: 600_000, deliveryLimit: 3, initialNackDelayMs: 100_000, subsequentNackDelayMs: 200_000, knownTypes: ['service'], maxPayloadBytes: 1 << 20 },
+      broker: { nackTimeoutMs: 600_000, deliveryLimit: 3, initialNackDelayMs: 100_000, subsequentNackDelayMs: 200_000, knownTypes: ['service'] },
     });
-    await backend.open();
     return { broker: backend.broker, sent };
   }
 
