@@ -99,6 +99,12 @@ interface PendingEnqueue {
 const MAX_FETCH = 256;
 /** Most evaluations one admitting transaction carries. */
 const MAX_ENQUEUE_BATCH = 2_000;
+/**
+ * Longest a fetch waits for the acks in flight. An ack batch lands in a few ms even under load; one that takes
+ * longer is waiting on something (a row lock a long transaction holds), and the dequeues waiting here must not
+ * wait with it.
+ */
+const MAX_ACK_WAIT_MS = 50;
 
 function assertId(name: string, value: unknown): asserts value is string {
   if (typeof value !== 'string' || value.length === 0) throw new InvalidArgumentError(name, 'a non-empty string', value);
@@ -186,6 +192,9 @@ export class PgBroker implements BrokerBackend {
   #acksInFlight = 0;
   /** A kick is due at the next check phase (`#acksLanded`): kicks before it are folded into it. */
   #kickSoon = false;
+  /** Armed while a fetch waits for the acks in flight; once it fires, fetches no longer wait for them. */
+  #ackWait: TimerHandle | undefined;
+  #ackWaitOver = false;
   #fetching = false;
   #fetchAgain = false;
   #pollTimer: TimerHandle | undefined;
@@ -458,10 +467,17 @@ export class PgBroker implements BrokerBackend {
    * that batch frees wait for the next fetch: fetches and acks settle into small batches, each a statement and a
    * commit. When the acks in flight would free more workers than wait now, the fetch waits for them to land and
    * then serves both at once (`#acksLanded` kicks it). With little in flight, as when idle, it never waits.
-   * The wait is bounded by one ack statement, and it cannot go on: acks come only from work that was delivered.
+   * The wait lasts one ack statement, at most `MAX_ACK_WAIT_MS`, and it cannot go on: acks come only from work that
+   * was delivered.
    */
   #worthWaitingForAcks(): boolean {
-    return this.#acksInFlight > this.#waiters.length;
+    if (this.#ackWaitOver || this.#acksInFlight <= this.#waiters.length) return false;
+    this.#ackWait ??= this.#clock.setTimer(() => {
+      this.#ackWait = undefined;
+      this.#ackWaitOver = true;
+      this.kick();
+    }, MAX_ACK_WAIT_MS, { unref: true });
+    return true;
   }
 
   /**
@@ -471,6 +487,11 @@ export class PgBroker implements BrokerBackend {
    */
   #acksLanded(): void {
     this.#acksInFlight = 0;
+    this.#ackWaitOver = false;
+    if (this.#ackWait !== undefined) {
+      this.#clock.clearTimer(this.#ackWait);
+      this.#ackWait = undefined;
+    }
     if (this.#kickSoon) return;
     this.#kickSoon = true;
     setImmediate(() => {
@@ -1040,6 +1061,7 @@ export class PgBroker implements BrokerBackend {
     this.#closed = true;
     for (const waiter of [...this.#waiters]) this.#settleWaiter(waiter, new BrokerDisabledError('dequeue'), undefined);
     if (this.#pollTimer !== undefined) this.#clock.clearTimer(this.#pollTimer);
+    if (this.#ackWait !== undefined) this.#clock.clearTimer(this.#ackWait);
     this.#pollTimer = undefined;
     await this.#enqueueRunning;
     for (const p of this.#enqueueBatch.splice(0)) {

@@ -55,19 +55,20 @@ describe('a fetch while acks are in flight, on PostgreSQL', { skip: skipWithoutD
     await admin.end();
   });
 
-  async function open(): Promise<{ broker: BrokerBackend; sent: string[] }> {
+  async function open(): Promise<{ broker: BrokerBackend; sent: string[]; clock: ManualClock }> {
     schema = schemaName('fetchack');
     admin = adminPool();
     pool = new Pool({ connectionString: databaseUrl, max: 4 });
     const sent: string[] = [];
     recordStatements(pool, sent);
+    const clock = new ManualClock(1_000_000);
     backend = await openBackend({
       schema,
       pool,
-      clock: new ManualClock(1_000_000),
+      clock,
       broker: { nackTimeoutMs: 600_000, deliveryLimit: 3, initialNackDelayMs: 100_000, subsequentNackDelayMs: 200_000, knownTypes: ['service'] },
     });
-    return { broker: backend.broker, sent };
+    return { broker: backend.broker, sent, clock };
   }
 
   /** Holds the row of evaluation `id` locked from another connection until the test commits. */
@@ -105,6 +106,30 @@ describe('a fetch while acks are in flight, on PostgreSQL', { skip: skipWithoutD
     const served = await Promise.all([first, ...next]);
     assert.deepEqual(served.map((d) => d?.evaluation.id).sort(), ['b1', 'b2', 'b3', 'b4', 'b5']);
     assert.deepEqual(sent, ['ack', 'lease'], 'one fetch for the waiting dequeue and the four the acks freed');
+  });
+
+  test('an ack batch held longer than the bound (50 ms) stops holding the fetch back', { timeout: 30_000 }, async () => {
+    const { broker, sent, clock } = await open();
+    const ev = (id: string) => ({ id, jobId: `job-${id}`, type: 'service', priority: 50 });
+    for (const id of ['a1', 'a2', 'b1']) await broker.enqueue(ev(id)).accepted;
+    const deliveries = await broker.dequeueMany(['service'], 2, 0);
+    assert.deepEqual(deliveries.map((d) => d.evaluation.id), ['a1', 'a2']);
+
+    const lock = await lockRow('a1');
+    sent.length = 0;
+    const acks = deliveries.map((d) => broker.ack(d.evaluation.id, d.token));
+    await ackBlocked(admin);
+    const waiting = broker.dequeue(['service'], 0);
+    await nextTurn();
+    clock.advance(49);
+    await nextTurn();
+    assert.deepEqual(sent, ['ack'], 'within the bound the fetch still waits for the two acks');
+    clock.advance(1);
+    // The ack is still held by the lock: the dequeue is served all the same.
+    assert.equal((await waiting)?.evaluation.id, 'b1');
+    assert.deepEqual(sent, ['ack', 'lease']);
+    await lock.query('COMMIT');
+    await Promise.all(acks);
   });
 
   test('with no more acks in flight than dequeues waiting, the fetch goes out at once', async () => {
