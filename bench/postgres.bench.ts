@@ -4,7 +4,11 @@
  * the idle latency from an enqueue in one process to the scheduler's entry in another (p50 / p99).
  *
  *   node dist/bench/postgres.bench.js --url postgres://… [--jobs 100000] [--processes 3] [--samples 200]
- *     [--parts tickpool,batched,unbatched,latency] [--floor 0.25]
+ *     [--plans 20000] [--keys 300] [--parts tickpool,batched,unbatched,plans,latency] [--floor 0.25]
+ *
+ * The plan part: `--plans` evaluations, each adding one to one of `--keys` counters read from its process's replica,
+ * so processes conflict on shared counters; it reports plans committed per second and the attempts refused, and
+ * exits 1 unless the counters add up to the plans committed.
  *
  * With `--floor`, the batched ratio is checked: a run below it is repeated (the two throughputs, alternately), and
  * the process exits 1 when the best of three is still below.
@@ -28,7 +32,10 @@ const { values } = parseArgs({
     processes: { type: 'string' },
     samples: { type: 'string' },
     concurrency: { type: 'string' },
-    // A comma-separated subset of tickpool, batched, unbatched, latency (graphile-worker batched and unbatched).
+    // The plan part: evaluations that each add one to one of `keys` counters (conflicts between processes).
+    plans: { type: 'string' },
+    keys: { type: 'string' },
+    // A comma-separated subset of tickpool, batched, unbatched, plans, latency (graphile-worker batched and unbatched).
     parts: { type: 'string' },
     // Exit 1 when tickpool / graphile-worker batched stays below this after the best of three runs (CI).
     floor: { type: 'string' },
@@ -43,7 +50,9 @@ const JOBS = Number(values.jobs ?? 100_000);
 const PROCESSES = Number(values.processes ?? 3);
 const SAMPLES = Number(values.samples ?? 200);
 const CONCURRENCY = Number(values.concurrency ?? 64);
-const PARTS = new Set((values.parts ?? 'tickpool,batched,unbatched,latency').split(','));
+const PLANS = Number(values.plans ?? 20_000);
+const KEYS = Number(values.keys ?? 300);
+const PARTS = new Set((values.parts ?? 'tickpool,batched,unbatched,plans,latency').split(','));
 const FLOOR = values.floor === undefined ? undefined : Number(values.floor);
 if (FLOOR !== undefined && (!(FLOOR > 0) || !PARTS.has('tickpool') || !PARTS.has('batched'))) {
   process.stderr.write(`--floor takes a ratio > 0 and needs the parts tickpool and batched (got --floor ${values.floor}, --parts ${[...PARTS].join(',')})\n`);
@@ -93,7 +102,12 @@ async function waitUntilFinished(children: readonly ChildProcess[], jobs: number
 async function front(schema: string) {
   const engine = createEngine({
     backend: postgresBackend({ connectionString: url!, schema }),
-    schedulers: { noop: new URL('./fixtures/noop-scheduler.js', import.meta.url), entry: new URL('./fixtures/pg-entry-scheduler.js', import.meta.url) },
+    schedulers: {
+      noop: new URL('./fixtures/noop-scheduler.js', import.meta.url),
+      entry: new URL('./fixtures/pg-entry-scheduler.js', import.meta.url),
+      counter: new URL('./fixtures/pg-counter-scheduler.js', import.meta.url),
+    },
+    tables: ['counters'],
     threads: 1,
     workers: 1,
     logger: pino({ level: 'error' }),
@@ -149,6 +163,51 @@ async function graphileThroughput(batched: boolean): Promise<number> {
   }
 }
 
+interface PlanResult {
+  readonly committedPerSecond: number;
+  readonly committed: number;
+  readonly failed: number;
+  /** Scheduler runs whose plan was refused (a conflict) and ran again. */
+  readonly refused: number;
+  /** The counters' sum, read from a replica at the last index: equal to `committed` when no plan counted twice. */
+  readonly sum: number;
+}
+
+/** The counter evaluation `i` adds to: scattered (a multiplicative hash), so neighbours in the queue may collide. */
+const counterKey = (i: number): string => `k${(Math.imul(i + 1, 0x9e3779b1) >>> 0) % KEYS}`;
+
+/** Evaluations that add one to a shared counter each, across the worker processes: plans committed per second. */
+async function tickpoolPlans(): Promise<PlanResult> {
+  const schema = `bench_pl_${randomBytes(3).toString('hex')}`;
+  const engine = await front(schema);
+  try {
+    for (let i = 0; i < PLANS; i += 5_000) {
+      const handles = Array.from({ length: Math.min(5_000, PLANS - i) }, (_, j) => engine.enqueue({ type: 'counter', payload: { key: counterKey(i + j) } }));
+      await Promise.all(handles.map((h) => h.accepted));
+    }
+    const workers = await startWorkers('tickpool', schema);
+    const started = performance.now();
+    for (const w of workers) w.send({ type: 'go' });
+    await waitUntilFinished(workers, PLANS);
+    const seconds = (performance.now() - started) / 1000;
+    await stopWorkers(workers);
+    const [row] = (await admin.query<{ committed: number; failed: number; attempts: number }>(
+      `SELECT count(*) FILTER (WHERE outcome->>'status' = 'acked')::int AS committed,
+              count(*) FILTER (WHERE outcome->>'status' = 'failed')::int AS failed,
+              coalesce(sum((outcome->>'attempts')::int) FILTER (WHERE outcome->>'status' = 'acked'), 0)::int AS attempts
+         FROM "${schema}".evals`,
+    )).rows;
+    const [{ index }] = (await admin.query<{ index: string }>(`SELECT index FROM "${schema}".state_counter`)).rows as [{ index: string }];
+    await engine.state.waitForIndex(Number(index));
+    let sum = 0;
+    for (const record of engine.state.snapshot().list<{ n: number }>('counters')) sum += record.value.n;
+    return { committedPerSecond: row!.committed / seconds, committed: row!.committed, failed: row!.failed, refused: row!.attempts - row!.committed, sum };
+  } finally {
+    await engine.stop();
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  }
+}
+
 /** Enqueue in this process → the scheduler's entry in a worker process, idle, one at a time: ms. */
 async function tickpoolIdleLatency(): Promise<number[]> {
   const schema = `bench_lat_${randomBytes(3).toString('hex')}`;
@@ -183,6 +242,7 @@ try {
     if (Number.isNaN(best) || again / baseline > best) [tickpool, batched, best] = [again, baseline, again / baseline];
   }
   const unbatched = PARTS.has('unbatched') ? await graphileThroughput(false) : Number.NaN;
+  const plans = PARTS.has('plans') ? await tickpoolPlans() : undefined;
   const latency = PARTS.has('latency') ? await tickpoolIdleLatency() : [];
   const row = (name: string, value: string): string => `${name.padEnd(58)} ${value}`;
   // A part left out by --parts reads "not run" rather than NaN.
@@ -196,12 +256,21 @@ try {
     row('tickpool no-op evaluations/s', perSecond(tickpool)),
     row('graphile-worker batched jobs/s', perSecond(batched)),
     row('graphile-worker unbatched jobs/s', perSecond(unbatched)),
+    row(`plans committed/s with conflicts (goal >= 5,000)`, plans === undefined ? 'not run' : plans.committedPerSecond.toFixed(0)),
+    row(
+      `  ${PLANS} plans on ${KEYS} counters: refused and rerun / failed / counters' sum`,
+      plans === undefined ? 'not run' : `${plans.refused} / ${plans.failed} / ${plans.sum} (${plans.sum === plans.committed ? 'equal to' : 'NOT equal to'} the ${plans.committed} committed)`,
+    ),
     row(
       `enqueue → scheduler entry in another process, idle, p50 / p99 (${SAMPLES})`,
       latency.length === 0 ? 'not run' : `${quantile(latency, 0.5).toFixed(2)} ms / ${quantile(latency, 0.99).toFixed(2)} ms`,
     ),
   ];
   process.stdout.write(`${lines.join('\n')}\n`);
+  if (plans !== undefined && (plans.sum !== plans.committed || plans.committed + plans.failed !== PLANS)) {
+    process.stderr.write(`PLANS: ${plans.committed} committed and ${plans.failed} failed of ${PLANS}, but the counters add up to ${plans.sum}\n`);
+    process.exitCode = 1;
+  }
   if (FLOOR !== undefined && !(best >= FLOOR)) {
     process.stderr.write(`FLOOR: tickpool / graphile-worker batched ${best.toFixed(2)}x is below ${FLOOR}\n`);
     process.exitCode = 1;
