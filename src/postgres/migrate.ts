@@ -8,6 +8,7 @@ import { SchemaVersionError } from '../errors.js';
 import type { Database } from './database.js';
 import type { SchemaNames } from './names.js';
 import { ackRowsSchema } from './ack-rows-schema.js';
+import { commitWritesSchema } from './commit-writes-schema.js';
 import { dropLiveIndexSchema } from './drop-live-index-schema.js';
 import { leaseReadySchema } from './lease-ready-schema.js';
 import { schemaV1 } from './schema-v1.js';
@@ -25,6 +26,7 @@ export const migrations: readonly Migration[] = Object.freeze([
   { version: 3, sql: (n: SchemaNames) => runWritesSchema(n.S) },
   { version: 4, sql: (n: SchemaNames) => ackRowsSchema(n.S, n.channel) + leaseReadySchema(n.S) },
   { version: 5, sql: (n: SchemaNames) => dropLiveIndexSchema(n.S) },
+  { version: 6, sql: (n: SchemaNames) => commitWritesSchema(n.S, n.channel) },
 ]);
 
 /** The schema version this code writes and reads. */

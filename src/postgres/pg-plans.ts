@@ -362,34 +362,34 @@ export class PgPlans implements PlanBackend {
     return refusalError(row?.refusal ?? (row?.expired === true ? 'expired' : 'not_outstanding'), d.evaluationId, d.token);
   }
 
-  /** The records (their last change in the batch), one log row per change set, the counter, and one notification. */
+  /**
+   * The records (their last change in the batch), one log row per change set, the counter, and one notification:
+   * one call (`commit_writes`), since the counter's lock is held meanwhile.
+   */
   async #write(session: Session, results: Result[], from: number, to: number): Promise<void> {
-    const S = this.#names.S;
     const last = new Map<string, RecordChange>();
     for (const r of results) for (const c of r.set!.changes) last.set(`${c.table}\u0000${c.key}`, c);
     const puts = [...last.values()].filter((c) => c.value !== undefined);
     const deletes = [...last.values()].filter((c) => c.value === undefined);
-    if (puts.length > 0) {
-      await session.query(
-        `INSERT INTO ${S}.state_records (tbl, key, value, create_index, modify_index)
-         SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bigint[], $5::bigint[])
-         ON CONFLICT (tbl, key) DO UPDATE SET value = EXCLUDED.value, create_index = EXCLUDED.create_index, modify_index = EXCLUDED.modify_index`,
-        [puts.map((c) => c.table), puts.map((c) => c.key), puts.map((c) => encodeValue(c.value)), puts.map((c) => c.createIndex), puts.map((c) => c.modifyIndex)],
-      );
-    }
-    if (deletes.length > 0) {
-      await session.query(
-        `DELETE FROM ${S}.state_records r USING unnest($1::text[], $2::text[]) AS d(tbl, key) WHERE r.tbl = d.tbl AND r.key = d.key`,
-        [deletes.map((c) => c.table), deletes.map((c) => c.key)],
-      );
-    }
-    await session.query(
-      `INSERT INTO ${S}.state_log (index, plan_id, changes) SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::bytea[])`,
-      [results.map((r) => r.set!.index), results.map((r) => r.job.id), results.map((r) => encodeValue(r.set!.changes.map(plainChange)))],
+    const [row] = await session.query<{ moved: boolean }>(
+      `SELECT ${this.#names.S}.commit_writes($1::text[], $2::text[], $3::bytea[], $4::bigint[], $5::bigint[], $6::text[], $7::text[],
+         $8::bigint[], $9::uuid[], $10::bytea[], $11, $12) AS moved`,
+      [
+        puts.map((c) => c.table),
+        puts.map((c) => c.key),
+        puts.map((c) => encodeValue(c.value)),
+        puts.map((c) => c.createIndex),
+        puts.map((c) => c.modifyIndex),
+        deletes.map((c) => c.table),
+        deletes.map((c) => c.key),
+        results.map((r) => r.set!.index),
+        results.map((r) => r.job.id),
+        results.map((r) => encodeValue(r.set!.changes.map(plainChange))),
+        from,
+        to,
+      ],
     );
-    const [moved] = await session.query<{ n: number }>(`UPDATE ${S}.state_counter SET index = $1 WHERE index = $2 RETURNING 1 AS n`, [to, from]);
-    if (moved === undefined) throw new InvalidStateError(`Expected the state counter at ${from} under its lock, but it moved`);
-    await session.query(`SELECT pg_notify($1, $2)`, [this.#names.channels.state, String(to)]);
+    if (row?.moved !== true) throw new InvalidStateError(`Expected the state counter at ${from} under its lock, but it moved`);
   }
 
   /**
