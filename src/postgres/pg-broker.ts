@@ -188,13 +188,12 @@ export class PgBroker implements BrokerBackend {
   readonly #waiters: Waiter[] = [];
   #ackBatch: PendingAck[] = [];
   #acking = false;
-  /** How many acks the statement in flight carries (0 when none is). */
+  /** How many acks the statement in flight carries that a fetch may still wait for (0 when none, or past the bound). */
   #acksInFlight = 0;
   /** A kick is due at the next check phase (`#acksLanded`): kicks before it are folded into it. */
   #kickSoon = false;
-  /** Armed while a fetch waits for the acks in flight; once it fires, fetches no longer wait for them. */
+  /** Armed while a fetch waits for the acks in flight; when it fires, fetches stop waiting for them. */
   #ackWait: TimerHandle | undefined;
-  #ackWaitOver = false;
   #fetching = false;
   #fetchAgain = false;
   #pollTimer: TimerHandle | undefined;
@@ -471,10 +470,10 @@ export class PgBroker implements BrokerBackend {
    * was delivered.
    */
   #worthWaitingForAcks(): boolean {
-    if (this.#ackWaitOver || this.#acksInFlight <= this.#waiters.length) return false;
+    if (this.#acksInFlight <= this.#waiters.length) return false;
     this.#ackWait ??= this.#clock.setTimer(() => {
       this.#ackWait = undefined;
-      this.#ackWaitOver = true;
+      this.#acksInFlight = 0;
       this.kick();
     }, MAX_ACK_WAIT_MS, { unref: true });
     return true;
@@ -487,7 +486,6 @@ export class PgBroker implements BrokerBackend {
    */
   #acksLanded(): void {
     this.#acksInFlight = 0;
-    this.#ackWaitOver = false;
     if (this.#ackWait !== undefined) {
       this.#clock.clearTimer(this.#ackWait);
       this.#ackWait = undefined;
@@ -1063,6 +1061,7 @@ export class PgBroker implements BrokerBackend {
     if (this.#pollTimer !== undefined) this.#clock.clearTimer(this.#pollTimer);
     if (this.#ackWait !== undefined) this.#clock.clearTimer(this.#ackWait);
     this.#pollTimer = undefined;
+    this.#ackWait = undefined;
     await this.#enqueueRunning;
     for (const p of this.#enqueueBatch.splice(0)) {
       p.handle.refused(new InvalidStateError('Expected the PostgreSQL broker to admit the evaluation, but it closed first'));
