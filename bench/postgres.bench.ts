@@ -22,7 +22,7 @@ import { parseArgs } from 'node:util';
 import { makeWorkerUtils } from 'graphile-worker';
 import { Pool } from 'pg';
 import { pino } from 'pino';
-import { createEngine } from '../src/index.js';
+import { createEngine, type EvaluationInput } from '../src/index.js';
 import { postgresBackend } from '../src/postgres/index.js';
 
 const { values } = parseArgs({
@@ -117,21 +117,31 @@ async function front(schema: string) {
   return engine;
 }
 
+type FrontEngine = Awaited<ReturnType<typeof front>>;
+
+/**
+ * Enqueues `count` evaluations from the front engine (`input(i)` each), then has the worker processes work them off:
+ * the seconds from `go` to the last one finished.
+ */
+async function drainThroughWorkers(engine: FrontEngine, schema: string, count: number, input: (i: number) => EvaluationInput): Promise<number> {
+  for (let i = 0; i < count; i += 5_000) {
+    const handles = Array.from({ length: Math.min(5_000, count - i) }, (_, j) => engine.enqueue(input(i + j)));
+    await Promise.all(handles.map((h) => h.accepted));
+  }
+  const workers = await startWorkers('tickpool', schema);
+  const started = performance.now();
+  for (const w of workers) w.send({ type: 'go' });
+  await waitUntilFinished(workers, count);
+  const seconds = (performance.now() - started) / 1000;
+  await stopWorkers(workers);
+  return seconds;
+}
+
 async function tickpoolThroughput(): Promise<number> {
   const schema = `bench_tp_${randomBytes(3).toString('hex')}`;
   const engine = await front(schema);
   try {
-    for (let i = 0; i < JOBS; i += 5_000) {
-      const handles = Array.from({ length: Math.min(5_000, JOBS - i) }, () => engine.enqueue({ type: 'noop' }));
-      await Promise.all(handles.map((h) => h.accepted));
-    }
-    const workers = await startWorkers('tickpool', schema);
-    const started = performance.now();
-    for (const w of workers) w.send({ type: 'go' });
-    await waitUntilFinished(workers, JOBS);
-    const perSecond = JOBS / ((performance.now() - started) / 1000);
-    await stopWorkers(workers);
-    return perSecond;
+    return JOBS / (await drainThroughWorkers(engine, schema, JOBS, () => ({ type: 'noop' })));
   } finally {
     await engine.stop();
     await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
@@ -163,7 +173,7 @@ async function graphileThroughput(batched: boolean): Promise<number> {
   }
 }
 
-interface PlanResult {
+interface PlanPart {
   readonly committedPerSecond: number;
   readonly committed: number;
   readonly failed: number;
@@ -177,20 +187,11 @@ interface PlanResult {
 const counterKey = (i: number): string => `k${(Math.imul(i + 1, 0x9e3779b1) >>> 0) % KEYS}`;
 
 /** Evaluations that add one to a shared counter each, across the worker processes: plans committed per second. */
-async function tickpoolPlans(): Promise<PlanResult> {
+async function tickpoolPlans(): Promise<PlanPart> {
   const schema = `bench_pl_${randomBytes(3).toString('hex')}`;
   const engine = await front(schema);
   try {
-    for (let i = 0; i < PLANS; i += 5_000) {
-      const handles = Array.from({ length: Math.min(5_000, PLANS - i) }, (_, j) => engine.enqueue({ type: 'counter', payload: { key: counterKey(i + j) } }));
-      await Promise.all(handles.map((h) => h.accepted));
-    }
-    const workers = await startWorkers('tickpool', schema);
-    const started = performance.now();
-    for (const w of workers) w.send({ type: 'go' });
-    await waitUntilFinished(workers, PLANS);
-    const seconds = (performance.now() - started) / 1000;
-    await stopWorkers(workers);
+    const seconds = await drainThroughWorkers(engine, schema, PLANS, (i) => ({ type: 'counter', payload: { key: counterKey(i) } }));
     const [row] = (await admin.query<{ committed: number; failed: number; attempts: number }>(
       `SELECT count(*) FILTER (WHERE outcome->>'status' = 'acked')::int AS committed,
               count(*) FILTER (WHERE outcome->>'status' = 'failed')::int AS failed,
