@@ -14,6 +14,7 @@ import { leaseReadySchema } from './lease-ready-schema.js';
 import { schemaV1 } from './schema-v1.js';
 import { runWritesSchema } from './tasks/run-writes-schema.js';
 import { tasksSchema } from './tasks/schema.js';
+import { trimRunRowsSchema } from './tasks/trim-run-rows-schema.js';
 
 export interface Migration {
   readonly version: number;
@@ -27,6 +28,7 @@ export const migrations: readonly Migration[] = Object.freeze([
   { version: 4, sql: (n: SchemaNames) => ackRowsSchema(n.S, n.channel) + leaseReadySchema(n.S) },
   { version: 5, sql: (n: SchemaNames) => dropLiveIndexSchema(n.S) },
   { version: 6, sql: (n: SchemaNames) => commitWritesSchema(n.S, n.channel) },
+  { version: 7, sql: (n: SchemaNames) => trimRunRowsSchema(n.S) },
 ]);
 
 /** The schema version this code writes and reads. */

@@ -85,6 +85,43 @@ describe('the writes about runs, batched', { skip: skipWithoutDatabase }, () => 
     assert.deepEqual(failed, { final_status: 'failed', attempts: 2, error: { code: 'E', message: 'm' }, value: Buffer.from([1, 2]) });
   });
 
+  test("a task keeps the rows of its runLogLimit newest finished runs: older ones go with their log entries", async () => {
+    const limit = 3;
+    const bounded = new RunWrites(db, c.names.S, limit);
+    const runsOf = async (id: string) =>
+      (await c.admin.query(`SELECT run_id, status FROM ${c.names.S}.task_runs WHERE task_id = $1 ORDER BY scheduled_for`, [id])).rows;
+    for (let minute = 1; minute <= 10; minute++) {
+      const created = await bounded.createStarted(fence('a'), { runId: `a-${minute}`, expected: (minute - 1) * MIN, scheduledFor: minute * MIN, runAt: minute * MIN, when: minute * MIN });
+      assert.equal(created.outcome, 'created');
+      // Run 10 is left running: a live row stays whatever the limit.
+      if (minute < 10) assert.equal(await bounded.finish(fence('a'), { runId: `a-${minute}`, status: 'success', when: minute * MIN, attempt: 1, error: null, value: null }), 'ok');
+    }
+    const log = (await c.admin.query(`SELECT run_id FROM ${c.names.S}.task_run_log WHERE task_id = 'a' ORDER BY seq`)).rows.map((r) => r.run_id);
+    assert.deepEqual(log, ['a-8', 'a-9', 'a-10']);
+    assert.deepEqual(await runsOf('a'), [
+      { run_id: 'a-8', status: 'done' },
+      { run_id: 'a-9', status: 'done' },
+      { run_id: 'a-10', status: 'started' },
+    ]);
+    assert.equal(await bounded.finish(fence('a'), { runId: 'a-9', status: 'success', when: 11 * MIN, attempt: 1, error: null, value: null }), 'ok', 'a kept finished run finishes again as a no-op');
+  });
+
+  test('a finished row after latest_completed stays, trimmed log or not: a takeover re-creating that time finds it', async () => {
+    const limit = 1;
+    const bounded = new RunWrites(db, c.names.S, limit);
+    // Run 1 stays running; run 2 is settled as a takeover settles a dead process's run (done, its log entry final)
+    // without moving latest_completed, which stays 0.
+    await bounded.createStarted(fence('b'), { runId: 'b-1', expected: 0, scheduledFor: MIN, runAt: MIN, when: MIN });
+    await bounded.createStarted(fence('b'), { runId: 'b-2', expected: MIN, scheduledFor: 2 * MIN, runAt: 2 * MIN, when: 2 * MIN });
+    await c.admin.query(`UPDATE ${c.names.S}.task_runs SET status = 'done' WHERE run_id = 'b-2'`);
+    await c.admin.query(`UPDATE ${c.names.S}.task_run_log SET final_status = 'failed' WHERE run_id = 'b-2'`);
+    await bounded.createStarted(fence('b'), { runId: 'b-3', expected: 2 * MIN, scheduledFor: 3 * MIN, runAt: 3 * MIN, when: 3 * MIN });
+    const rows = (await c.admin.query(`SELECT run_id FROM ${c.names.S}.task_runs WHERE task_id = 'b' ORDER BY scheduled_for`)).rows.map((r) => r.run_id);
+    assert.deepEqual(rows, ['b-1', 'b-2', 'b-3'], 'the done row of a time after latest_completed is kept');
+    const again = await bounded.createStarted(fence('b'), { runId: 'b-2-again', expected: 3 * MIN, scheduledFor: 2 * MIN, runAt: 4 * MIN, when: 4 * MIN });
+    assert.equal(again.outcome, 'exists', 'so that time is refused when it is asked for again');
+  });
+
   test('a write the database refuses fails alone: the batch is sent again write by write', async () => {
     const [good, bad, other] = await Promise.allSettled([
       create('a', 1),
