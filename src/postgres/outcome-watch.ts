@@ -1,9 +1,11 @@
 /**
  * Outcomes that were settled in another process. This process keeps its handles by id (weakly: a handle its caller
  * dropped is forgotten), settles them at once for what it settles itself, and for the handles someone waits on
- * (`done` was read) looks the outcome up in the database: when a notification says an outcome of an evaluation
- * enqueued here was stored elsewhere, and every `pollMs` as the backstop. One look-up at a time; hints that come
- * during one are folded into the next.
+ * (`done` was read) looks the outcome up in the database: a handle's own when its `done` is first read (it may have
+ * settled already), the ones a notification names when it says outcomes of evaluations enqueued here were stored
+ * elsewhere, and every awaited one for a notification that names none, after a reconnect, and every `pollMs` as the
+ * backstop. So a look-up costs what was settled, not what is awaited. One look-up at a time; hints that come during
+ * one are folded into the next.
  */
 import { AbortedError, SupersededError } from '../errors.js';
 import type { Clock, TimerHandle } from '../clock.js';
@@ -52,6 +54,10 @@ export class OutcomeWatch {
   });
   /** Read and not settled: kept strongly, since someone awaits them. */
   readonly #watched = new Map<string, PgHandle>();
+  /** Awaited ids a hint named, for the next look-up. */
+  readonly #named = new Set<string>();
+  /** The next look-up covers every awaited id. */
+  #everything = false;
   #checking = false;
   #again = false;
   #timer: TimerHandle | undefined;
@@ -86,7 +92,7 @@ export class OutcomeWatch {
   watch(handle: PgHandle): void {
     if (this.#closed || handle.settled) return;
     this.#watched.set(handle.id, handle);
-    this.hint();
+    this.hint([handle.id]);
   }
 
   /** Settles this process's handle for `id`, if any, with `settle`; stops watching it. */
@@ -105,9 +111,15 @@ export class OutcomeWatch {
     }
   }
 
-  /** Some outcome may have been stored: look now (or right after the look-up in progress). */
-  hint(): void {
+  /**
+   * The outcomes of `ids` may have been stored (of any awaited one, without `ids`): look now, or right after the
+   * look-up in progress.
+   */
+  hint(ids?: readonly string[]): void {
     if (this.#closed || this.#watched.size === 0) return;
+    if (ids === undefined) this.#everything = true;
+    else for (const id of ids) if (this.#watched.has(id)) this.#named.add(id);
+    if (!this.#everything && this.#named.size === 0) return;
     if (this.#checking) {
       this.#again = true;
       return;
@@ -120,7 +132,9 @@ export class OutcomeWatch {
     try {
       do {
         this.#again = false;
-        const ids = [...this.#watched.keys()];
+        const ids = this.#everything ? [...this.#watched.keys()] : [...this.#named].filter((id) => this.#watched.has(id));
+        this.#everything = false;
+        this.#named.clear();
         if (ids.length === 0) break;
         try {
           const rows = await this.#db.query<{ id: string; outcome: StoredOutcome; value: Buffer | null }>(
@@ -135,6 +149,7 @@ export class OutcomeWatch {
             this.#watched.delete(row.id);
           }
         } catch (error) {
+          // The next poll looks up every awaited id, these with them.
           this.#logger.warn({ err: error }, 'outcome look-up failed; retrying at the next poll');
           break;
         }
@@ -159,5 +174,6 @@ export class OutcomeWatch {
     if (this.#timer !== undefined) this.#clock.clearTimer(this.#timer);
     this.#timer = undefined;
     this.#watched.clear();
+    this.#named.clear();
   }
 }

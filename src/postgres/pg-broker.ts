@@ -266,6 +266,10 @@ export class PgBroker implements BrokerBackend {
     this.#listener.subscribe(this.#names.channels.outcome, {
       onNotify: (payload) => {
         if (payload === this.#nodeId) this.#outcomes.hint();
+        else if (payload.startsWith('{')) {
+          const named = outcomesNamed(payload);
+          if (named?.origin === this.#nodeId) this.#outcomes.hint(named.ids);
+        }
       },
       onConnect: () => this.#outcomes.hint(),
     });
@@ -1079,5 +1083,16 @@ export class PgBroker implements BrokerBackend {
   /** A new random id for a backend instance. */
   static newNodeId(): string {
     return randomUUID();
+  }
+}
+
+/** An outcome notification that names its evaluations (migration 8), or undefined for one that does not parse. */
+function outcomesNamed(payload: string): { origin: unknown; ids: string[] } | undefined {
+  try {
+    const parsed = JSON.parse(payload) as { origin?: unknown; ids?: unknown };
+    if (!Array.isArray(parsed.ids) || !parsed.ids.every((id) => typeof id === 'string')) return undefined;
+    return { origin: parsed.origin, ids: parsed.ids as string[] };
+  } catch {
+    return undefined;
   }
 }
