@@ -118,11 +118,14 @@ export async function runPostgresDemo(cli: CliOptions, url: string): Promise<voi
     const capacity = auditCapacity(front.state.snapshot());
     const acked = reports.reduce((n, r) => n + r.acked, 0);
     const failed = reports.reduce((n, r) => n + r.failed, 0);
+    const failedBy: Record<string, number> = {};
+    for (const r of reports) for (const [code, n] of Object.entries(r.failedBy)) failedBy[code] = (failedBy[code] ?? 0) + n;
     const inBroker = stats.totalReady + stats.totalPending + stats.totalUnacked + stats.totalWaiting + stats.totalFailed;
     const total = {
       enqueued,
       acked,
       failed,
+      failedBy,
       superseded: stats.totalCancelable,
       leftInBroker: inBroker,
       lost: enqueued - acked - stats.totalCancelable - (inBroker - stats.totalFailed) - failed,
@@ -140,7 +143,7 @@ export async function runPostgresDemo(cli: CliOptions, url: string): Promise<voi
       lines.push(`  ${r.name.padEnd(6)} ${int(r.acked).padStart(9)} acked (${int(r.acked / elapsedS)}/s), ${int(r.failed)} failed, ${int(r.nacks)} nacks (${int(r.nackTimeouts)} timed out)`);
     }
     lines.push(
-      `  total  ${int(acked).padStart(9)} acked (${int(total.perSecond)}/s), ${int(failed)} failed, ${int(total.superseded)} superseded, ${int(total.leftInBroker)} left in the broker, ${int(total.lost)} lost (of ${int(enqueued)} enqueued)`,
+      `  total  ${int(acked).padStart(9)} acked (${int(total.perSecond)}/s), ${int(failed)} failed${reasons(failedBy)}, ${int(total.superseded)} superseded, ${int(total.leftInBroker)} left in the broker, ${int(total.lost)} lost (of ${int(enqueued)} enqueued)`,
       `  state  index ${int(total.stateIndex)}; ${int(capacity.allocs)} allocations on ${int(capacity.nodes)} nodes, ${int(capacity.overcommitted)} overcommitted`,
       '',
     );
@@ -151,4 +154,10 @@ export async function runPostgresDemo(cli: CliOptions, url: string): Promise<voi
     await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);
     await admin.end();
   }
+}
+
+/** " (3 ERR_PLAN_ATTEMPTS_EXHAUSTED, …)" for the failures' codes, or nothing when none failed. */
+function reasons(failedBy: Readonly<Record<string, number>>): string {
+  const parts = Object.entries(failedBy).map(([code, n]) => `${n.toLocaleString('en-US')} ${code}`);
+  return parts.length === 0 ? '' : ` (${parts.join(', ')})`;
 }
