@@ -4,7 +4,10 @@
  * the idle latency from an enqueue in one process to the scheduler's entry in another (p50 / p99).
  *
  *   node dist/bench/postgres.bench.js --url postgres://… [--jobs 100000] [--processes 3] [--samples 200]
- *     [--plans 20000] [--keys 300] [--parts tickpool,batched,unbatched,plans,latency] [--floor 0.25]
+ *     [--plans 20000] [--keys 300] [--parts tickpool,batched,unbatched,plans,latency] [--floor 0.25] [--cost-ms 0]
+ *
+ * `--cost-ms X` makes every job of the throughput parts burn X ms of CPU (tickpool on its pool thread, graphile-worker
+ * in its task), and adds each side's share of the cores' limit (cores × 1000 / X jobs/s).
  *
  * The plan part: `--plans` evaluations, each adding one to one of `--keys` counters read from its process's replica,
  * so processes conflict on shared counters; it reports plans committed per second and the attempts refused, and
@@ -17,6 +20,7 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { makeWorkerUtils } from 'graphile-worker';
@@ -39,6 +43,8 @@ const { values } = parseArgs({
     parts: { type: 'string' },
     // Exit 1 when tickpool / graphile-worker batched stays below this after the best of three runs (CI).
     floor: { type: 'string' },
+    // CPU each job of the throughput parts burns, ms (0: no-op jobs), on tickpool's pool thread or in graphile-worker's task.
+    'cost-ms': { type: 'string' },
   },
 });
 const url = values.url ?? process.env['TICKPOOL_TEST_DATABASE_URL'];
@@ -54,6 +60,13 @@ const PLANS = Number(values.plans ?? 20_000);
 const KEYS = Number(values.keys ?? 300);
 const PARTS = new Set((values.parts ?? 'tickpool,batched,unbatched,plans,latency').split(','));
 const FLOOR = values.floor === undefined ? undefined : Number(values.floor);
+const COST_MS = Number(values['cost-ms'] ?? 0);
+if (!(COST_MS >= 0)) {
+  process.stderr.write(`--cost-ms takes the CPU ms each job burns, >= 0 (got ${values['cost-ms']})\n`);
+  process.exit(2);
+}
+/** Jobs per second the machine's cores could run at COST_MS each, if nothing else ran. */
+const CORES_LIMIT = (availableParallelism() * 1000) / COST_MS;
 if (FLOOR !== undefined && (!(FLOOR > 0) || !PARTS.has('tickpool') || !PARTS.has('batched'))) {
   process.stderr.write(`--floor takes a ratio > 0 and needs the parts tickpool and batched (got --floor ${values.floor}, --parts ${[...PARTS].join(',')})\n`);
   process.exit(2);
@@ -104,6 +117,7 @@ async function front(schema: string) {
     backend: postgresBackend({ connectionString: url!, schema }),
     schedulers: {
       noop: new URL('./fixtures/noop-scheduler.js', import.meta.url),
+      cost: new URL('./fixtures/cost-scheduler.js', import.meta.url),
       entry: new URL('./fixtures/pg-entry-scheduler.js', import.meta.url),
       counter: new URL('./fixtures/pg-counter-scheduler.js', import.meta.url),
     },
@@ -141,7 +155,8 @@ async function tickpoolThroughput(): Promise<number> {
   const schema = `bench_tp_${randomBytes(3).toString('hex')}`;
   const engine = await front(schema);
   try {
-    return JOBS / (await drainThroughWorkers(engine, schema, JOBS, () => ({ type: 'noop' })));
+    const job = (): EvaluationInput => (COST_MS > 0 ? { type: 'cost', payload: { ms: COST_MS } } : { type: 'noop' });
+    return JOBS / (await drainThroughWorkers(engine, schema, JOBS, job));
   } finally {
     await engine.stop();
     await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
@@ -154,7 +169,7 @@ async function graphileThroughput(batched: boolean): Promise<number> {
   try {
     await utils.migrate();
     for (let i = 0; i < JOBS; i += 5_000) {
-      await utils.addJobs(Array.from({ length: Math.min(5_000, JOBS - i) }, () => ({ identifier: 'noop', payload: {} })));
+      await utils.addJobs(Array.from({ length: Math.min(5_000, JOBS - i) }, () => ({ identifier: 'noop', payload: COST_MS > 0 ? { ms: COST_MS } : {} })));
     }
     const workers = await startWorkers(batched ? 'graphile-batched' : 'graphile', schema);
     const started = performance.now();
@@ -251,12 +266,15 @@ try {
   const ratio = (value: number): string => figure(value, (v) => `${v.toFixed(2)}x`);
   const perSecond = (value: number): string => figure(value, (v) => v.toFixed(0));
   const lines = [
-    `PostgreSQL backend vs graphile-worker 0.17.3: ${JOBS} no-op jobs, ${PROCESSES} processes, concurrency ${CONCURRENCY} each`,
+    `PostgreSQL backend vs graphile-worker 0.17.3: ${JOBS} ${COST_MS > 0 ? `jobs of ${COST_MS} ms CPU` : 'no-op jobs'}, ${PROCESSES} processes, concurrency ${CONCURRENCY} each`,
     row('ratio: tickpool / graphile-worker batched (goal >= 1.0, CI floor 0.25)', ratio(tickpool / batched)),
     row('ratio: tickpool / graphile-worker unbatched (goal >= 5)', ratio(tickpool / unbatched)),
-    row('tickpool no-op evaluations/s', perSecond(tickpool)),
+    row(`tickpool ${COST_MS > 0 ? `${COST_MS} ms` : 'no-op'} evaluations/s`, perSecond(tickpool)),
     row('graphile-worker batched jobs/s', perSecond(batched)),
     row('graphile-worker unbatched jobs/s', perSecond(unbatched)),
+    ...(COST_MS > 0
+      ? [row(`share of the cores' limit (${CORES_LIMIT.toFixed(0)}/s): tickpool / batched / unbatched`, [tickpool, batched, unbatched].map((v) => figure(v, (x) => `${((100 * x) / CORES_LIMIT).toFixed(1)}%`)).join(' / '))]
+      : []),
     row(`plans committed/s with conflicts (goal >= 5,000)`, plans === undefined ? 'not run' : plans.committedPerSecond.toFixed(0)),
     row(
       `  ${PLANS} plans on ${KEYS} counters: refused and rerun / failed / counters' sum`,
