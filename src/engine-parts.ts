@@ -13,9 +13,12 @@ import type { SlotTable } from './slots/slot-table.js';
 import { SchedulingWorker, type DeliveryIndex } from './workers/scheduling-worker.js';
 import { WorkerMetrics } from './workers/worker-metrics.js';
 
-/** The pool on `slots`, fed by `backend.state`; thread exits and late module errors become engine events. */
+/**
+ * The pool on `slots`, fed by `backend.state`, pacing the broker's round trips; thread exits and late module errors
+ * become engine events.
+ */
 export function createPool(o: ResolvedEngineOptions, slots: SlotTable, backend: Backend, events: TypedEmitter<EngineEvents>): ThreadPool {
-  return new ThreadPool({
+  const pool = new ThreadPool({
     minThreads: o.threads.min,
     maxThreads: o.threads.max,
     slots,
@@ -33,6 +36,9 @@ export function createPool(o: ResolvedEngineOptions, slots: SlotTable, backend: 
     onThreadExit: (exit) => events.emit('engine:thread-exit', exit),
     onModuleError: (threadIndex, error) => events.emit('engine:module-error', { threadIndex, error }),
   });
+  // A broker with round trips batches them while the threads have work queued (see `BrokerBackend.paceBy`).
+  backend.broker.paceBy?.(() => pool.workAheadMs());
+  return pool;
 }
 
 /** What makes each scheduling worker (for `WorkerSet.serve`); `abortLost` reaches an abort its worker could not. */

@@ -156,6 +156,15 @@ export interface BrokerBackend {
   keepLeases(keeper: LeaseKeeper | undefined): void;
 
   /**
+   * Registers how long the engine's threads would stay busy on the work they hold and have not started (predicted
+   * ms per thread; the pool answers). A broker that pays a round trip per fetch and per ack batch (a durable one)
+   * lets them wait for company while that is several round trips' worth, so CPU-bound work is fetched and acked in
+   * batches instead of one statement per evaluation; a broker with no round trips has nothing to pace and need not
+   * implement it. Called synchronously and often: it must be cheap and must not call back into the broker.
+   */
+  paceBy?(workAheadMs: () => number): void;
+
+  /**
    * Counts by state. A shared broker reports the whole cluster's counts, and may answer with a promise.
    */
   stats(): MaybePromise<BrokerStats>;

@@ -301,6 +301,26 @@ export class ThreadPool {
     return sum;
   }
 
+  /**
+   * Predicted ms of the work the pool holds and no thread has started (waiting on main or queued behind a running
+   * item), per ready thread: about how long the threads stay busy if nothing more comes. 0 with no ready thread.
+   */
+  workAheadMs(): number {
+    let ms = 0;
+    let threads = 0;
+    for (const channel of this.#channels) {
+      if (channel === undefined || !channel.isReady) continue;
+      threads++;
+      if (channel.assigned > 1) ms += channel.loadMs - (this.#firstAssigned(channel)?.predictedMs ?? 0);
+    }
+    if (threads === 0) return 0;
+    for (let i = this.#queueHead; i < this.#queue.length; i++) {
+      const predicted = this.#placementCost(this.#queue[i]!);
+      if (predicted !== undefined) ms += predicted;
+    }
+    return ms / threads;
+  }
+
   /** Replica index each thread has applied (read from shared memory). */
   appliedIndex(threadIndex: number): number {
     return this.#board.appliedIndex(threadIndex);

@@ -49,6 +49,7 @@ import type { Listener } from './listener.js';
 import type { SchemaNames } from './names.js';
 import { OutcomeWatch } from './outcome-watch.js';
 import { PgHandle } from './pg-handle.js';
+import { RoundTripPacer } from './round-trip-pacer.js';
 
 export interface PgBrokerOptions {
   readonly db: Database;
@@ -85,6 +86,8 @@ interface PendingAck {
   readonly result: AckResult | undefined;
   readonly resolve: () => void;
   readonly reject: (error: unknown) => void;
+  /** When the ack was asked for (the broker's clock): how long it has waited for company. */
+  readonly at: number;
 }
 
 interface PendingEnqueue {
@@ -105,6 +108,13 @@ const MAX_ENQUEUE_BATCH = 2_000;
  * wait with it.
  */
 const MAX_ACK_WAIT_MS = 50;
+/**
+ * Longest an ack waits for company while the threads are busy (see `RoundTripPacer`), and at most a tenth of the
+ * nack timeout: it holds the job's slot and the caller's outcome meanwhile, and must land well inside its lease.
+ */
+const MAX_ACK_LINGER_MS = 20;
+/** How often a fetch that waits for company looks again without being kicked, ms. */
+const PACE_RECHECK_MS = 10;
 
 function assertId(name: string, value: unknown): asserts value is string {
   if (typeof value !== 'string' || value.length === 0) throw new InvalidArgumentError(name, 'a non-empty string', value);
@@ -175,6 +185,7 @@ export class PgBroker implements BrokerBackend {
   readonly #events: TypedEmitter<BrokerEvents>;
   readonly #leases: Leases;
   readonly #outcomes: OutcomeWatch;
+  readonly #pacer: RoundTripPacer;
 
   #enabled = true;
   #paused = false;
@@ -188,6 +199,12 @@ export class PgBroker implements BrokerBackend {
   readonly #waiters: Waiter[] = [];
   #ackBatch: PendingAck[] = [];
   #acking = false;
+  /** A flush of the ack batch is due in this turn's microtasks: acks asked for meanwhile go with it. */
+  #ackFlushSoon = false;
+  /** Armed while the ack batch waits for company: when it fires, the batch goes whatever it holds. */
+  #ackLinger: TimerHandle | undefined;
+  /** Armed while a fetch waits for company (`#fetchCanWait`): when it fires, the fetch looks again. */
+  #paceTimer: TimerHandle | undefined;
   /** How many acks the statement in flight carries that a fetch may still wait for (0 when none, or past the bound). */
   #acksInFlight = 0;
   /** A kick is due at the next check phase (`#acksLanded`): kicks before it are folded into it. */
@@ -222,6 +239,7 @@ export class PgBroker implements BrokerBackend {
     this.#validatePayload = payloadValidator(s.maxPayloadBytes);
     this.#events = new TypedEmitter<BrokerEvents>(() => this.#logger);
     this.#outcomes = new OutcomeWatch(this.#db, this.#names, this.#clock, this.#logger, this.#pollMs);
+    this.#pacer = new RoundTripPacer(this.#clock);
     this.#leases = new Leases(this.#db, this.#names, this.#clock, this.#logger, this.#lease.nackTimeoutMs, {
       expire: (held) => this.#expire(held),
       lost: (held) => this.#lost(held),
@@ -461,8 +479,27 @@ export class PgBroker implements BrokerBackend {
       return;
     }
     if (this.#waiters.length === 0 || this.#paused || !this.#enabled) return;
-    if (this.#worthWaitingForAcks()) return;
+    if (this.#worthWaitingForAcks() || this.#fetchCanWait()) return;
     void this.#serveWaiters();
+  }
+
+  paceBy(workAheadMs: () => number): void {
+    if (typeof workAheadMs !== 'function') throw new InvalidArgumentError('workAheadMs', 'a function', workAheadMs);
+    this.#pacer.workAheadMs = workAheadMs;
+  }
+
+  /**
+   * While more deliveries are held here than dequeues wait, and the threads have work ahead of them, a fetch waits
+   * for more dequeues to come (each finished evaluation brings one and kicks again; `PACE_RECHECK_MS` is the
+   * backstop), so CPU-bound work is leased dozens at a time rather than one per evaluation finished.
+   */
+  #fetchCanWait(): boolean {
+    if (this.#waiters.length >= this.#leases.size || !this.#pacer.threadsBusy()) return false;
+    this.#paceTimer ??= this.#clock.setTimer(() => {
+      this.#paceTimer = undefined;
+      this.kick();
+    }, PACE_RECHECK_MS, { unref: true });
+    return true;
   }
 
   /**
@@ -526,7 +563,7 @@ export class PgBroker implements BrokerBackend {
             if (rows.length < waiting.length) break;
           }
         }
-      } while (this.#fetchAgain && !this.#closed && !this.#worthWaitingForAcks());
+      } while (this.#fetchAgain && !this.#closed && !this.#worthWaitingForAcks() && !this.#fetchCanWait());
     } catch (error) {
       this.#logger.warn({ err: error }, 'dequeue fetch failed; retrying at the next poll');
     } finally {
@@ -548,12 +585,13 @@ export class PgBroker implements BrokerBackend {
   /** Leases up to `max` of the best ready evaluations across `types`. */
   async #fetch(types: readonly string[], max: number): Promise<Held[]> {
     const S = this.#names.S;
-    const sentAt = this.#clock.now();
+    const sentAt = this.#pacer.start();
     const rows = await this.#db.query<{ id: string; body: Buffer; queue: string; deliveries: number; token: string; priority: number; create_index: string; seq: string }>(
       `SELECT * FROM ${S}.lease_ready($1::text[], $2::int, $3::float8, $4::uuid)`,
       [types, max, this.#lease.nackTimeoutMs, this.#nodeId],
       'a dequeue',
     );
+    this.#pacer.answered(sentAt);
     // Best first: priority, then the turn within its type (FIFO), ties between types at random.
     const turn = new Map<string, number>();
     const tie = new Map<string, number>();
@@ -596,7 +634,9 @@ export class PgBroker implements BrokerBackend {
 
   /** Resolves once what this process started in the background (timed-out nacks, give-backs, fetches) is done. */
   async idle(): Promise<void> {
-    while (this.#inFlight.size > 0 || this.#fetching || this.#acking || this.#enqueueRunning !== undefined) {
+    while (this.#inFlight.size > 0 || this.#fetching || this.#acking || this.#ackBatch.length > 0 || this.#enqueueRunning !== undefined) {
+      // Acks waiting for company go now: nothing is left to a timer.
+      if (!this.#acking && this.#ackBatch.length > 0) void this.#flushAcks(false);
       await Promise.allSettled([...this.#inFlight, this.#enqueueRunning]);
       if (this.#fetching || this.#acking) await new Promise<void>((resolve) => setImmediate(resolve));
     }
@@ -617,16 +657,26 @@ export class PgBroker implements BrokerBackend {
     if (held === undefined || held.id !== id) return this.#ack(id, token, result);
     // A delivery held here: its job is known, so it can go with the other acks of this turn in one call.
     return new Promise<void>((resolve, reject) => {
-      this.#ackBatch.push({ held, result, resolve, reject });
-      if (this.#ackBatch.length === 1 && !this.#acking) queueMicrotask(() => void this.#flushAcks());
+      this.#ackBatch.push({ held, result, resolve, reject, at: this.#clock.now() });
+      this.#flushAcksSoon();
     });
   }
 
-  async #flushAcks(): Promise<void> {
+  #flushAcksSoon(): void {
+    if (this.#acking || this.#ackFlushSoon) return;
+    this.#ackFlushSoon = true;
+    queueMicrotask(() => {
+      this.#ackFlushSoon = false;
+      void this.#flushAcks(true);
+    });
+  }
+
+  /** Sends the ack batch, a statement at a time; with `linger`, not while it may wait for company (`#acksCanWait`). */
+  async #flushAcks(linger: boolean): Promise<void> {
     if (this.#acking) return;
     this.#acking = true;
     try {
-      while (this.#ackBatch.length > 0) {
+      while (this.#ackBatch.length > 0 && !(linger && this.#acksCanWait())) {
         const batch = this.#ackBatch.splice(0, MAX_FETCH);
         await this.#ackMany(batch);
       }
@@ -635,9 +685,26 @@ export class PgBroker implements BrokerBackend {
     }
   }
 
+  /**
+   * While the threads have work ahead of them, an ack batch waits for more acks, up to `MAX_ACK_LINGER_MS` from its
+   * oldest (each ack asked for looks again; the timer is the bound), so CPU-bound work is acked dozens at a time.
+   */
+  #acksCanWait(): boolean {
+    if (this.#closed || this.#ackBatch.length >= MAX_FETCH) return false;
+    const limit = Math.min(MAX_ACK_LINGER_MS, this.#lease.nackTimeoutMs / 10);
+    const waited = this.#clock.now() - this.#ackBatch[0]!.at;
+    if (waited >= limit || !this.#pacer.threadsBusy()) return false;
+    this.#ackLinger ??= this.#clock.setTimer(() => {
+      this.#ackLinger = undefined;
+      void this.#flushAcks(true);
+    }, limit - waited, { unref: true });
+    return true;
+  }
+
   async #ackMany(batch: PendingAck[]): Promise<void> {
     let rows: { id: string | null; status: string | null; deliveries: number | null; promoted: string | null; canceled: string[] | null }[];
     this.#acksInFlight = batch.length;
+    const sentAt = this.#pacer.start();
     try {
       rows = await this.#db.query(
         `SELECT * FROM ${this.#names.S}.ack_many($1::text[], $2::text[], $3::bytea[], $4::bigint[], $5::int[], $6::text[], $7::text[], $8)`,
@@ -653,6 +720,7 @@ export class PgBroker implements BrokerBackend {
         ],
         'an ack',
       );
+      this.#pacer.answered(sentAt);
     } catch (error) {
       this.#acksLanded();
       // Unknown whether it landed: each one is resolved by re-reading, never acked twice.
@@ -1062,10 +1130,13 @@ export class PgBroker implements BrokerBackend {
     if (this.#closed) return;
     this.#closed = true;
     for (const waiter of [...this.#waiters]) this.#settleWaiter(waiter, new BrokerDisabledError('dequeue'), undefined);
-    if (this.#pollTimer !== undefined) this.#clock.clearTimer(this.#pollTimer);
-    if (this.#ackWait !== undefined) this.#clock.clearTimer(this.#ackWait);
+    for (const timer of [this.#pollTimer, this.#ackWait, this.#paceTimer, this.#ackLinger]) if (timer !== undefined) this.#clock.clearTimer(timer);
     this.#pollTimer = undefined;
     this.#ackWait = undefined;
+    this.#paceTimer = undefined;
+    this.#ackLinger = undefined;
+    // Acks waiting for company go now (closed, none waits any more).
+    if (this.#ackBatch.length > 0) void this.#flushAcks(false);
     await this.#enqueueRunning;
     for (const p of this.#enqueueBatch.splice(0)) {
       p.handle.refused(new InvalidStateError('Expected the PostgreSQL broker to admit the evaluation, but it closed first'));

@@ -1,0 +1,157 @@
+/**
+ * Fetches and acks paced by the threads' work ahead (`paceBy`), against a real PostgreSQL: while the threads have
+ * work queued, an ack waits for company (up to its bound) and a fetch waits until as many dequeues wait as
+ * deliveries are held, so CPU-bound work travels dozens to a statement; with nothing ahead, each goes at once, as
+ * when idle. The work ahead is a number the test sets and time is a manual clock: nothing here depends on timing.
+ */
+import assert from 'node:assert/strict';
+import { afterEach, describe, test } from 'node:test';
+import { Pool, type QueryConfig } from 'pg';
+import type { Backend } from '../../src/backend/backend.js';
+import type { BrokerBackend } from '../../src/backend/broker-backend.js';
+import type { Delivery } from '../../src/broker/broker-types.js';
+import { ManualClock } from '../../src/clock.js';
+import { openBackend } from './backend-harness.js';
+import { adminPool, databaseUrl, dropSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
+
+requireDatabaseInCI();
+
+/** The fetch and ack statements the backend sends through `pool`, each with the number of rows it names. */
+function recordStatements(pool: Pool, sent: string[]): void {
+  const query = pool.query.bind(pool) as (text: string | QueryConfig, values?: unknown[]) => Promise<unknown>;
+  (pool as { query: unknown }).query = (text: string | QueryConfig, values?: unknown[]) => {
+    const sql = typeof text === 'string' ? text : text.text;
+    if (sql.includes('lease_ready(')) sent.push(`lease ${String(values?.[1])}`);
+    if (sql.includes('ack_many(')) sent.push(`ack ${(values?.[0] as unknown[]).length}`);
+    return query(text, values);
+  };
+}
+
+/** A few turns of the event loop: whatever the broker would send by itself has gone out by then. */
+async function settle(): Promise<void> {
+  for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+}
+
+describe('round trips paced by the threads work ahead, on PostgreSQL', { skip: skipWithoutDatabase }, () => {
+  let schema = '';
+  let admin: Pool;
+  let pool: Pool;
+  let backend: Backend | undefined;
+  afterEach(async () => {
+    await backend?.close();
+    backend = undefined;
+    await pool.end();
+    await dropSchema(admin, schema);
+    await admin.end();
+  });
+
+  /** A backend on a manual clock with `count` evaluations ready; `ahead` is what the threads have ahead, ms. */
+  async function open(count: number, ahead: { ms: number }): Promise<{ broker: BrokerBackend; sent: string[]; clock: ManualClock }> {
+    schema = schemaName('paced');
+    admin = adminPool();
+    pool = new Pool({ connectionString: databaseUrl, max: 4 });
+    const sent: string[] = [];
+    recordStatements(pool, sent);
+    const clock = new ManualClock(1_000_000);
+    backend = await openBackend({
+      schema,
+      pool,
+      clock,
+      broker: { nackTimeoutMs: 600_000, deliveryLimit: 3, initialNackDelayMs: 100_000, subsequentNackDelayMs: 200_000, knownTypes: ['service'] },
+    });
+    const { broker } = backend;
+    assert.equal(typeof broker.paceBy, 'function', 'the PostgreSQL broker is paced by the threads work ahead');
+    broker.paceBy!(() => ahead.ms);
+    for (let i = 0; i < count; i++) await broker.enqueue({ id: `e${i}`, jobId: `job-${i}`, type: 'service' }).accepted;
+    return { broker, sent, clock };
+  }
+
+  test('while the threads are busy, acks asked for one at a time wait and go in one statement at the bound', async () => {
+    const ahead = { ms: 0 };
+    const { broker, sent, clock } = await open(6, ahead);
+    const deliveries = await broker.dequeueMany(['service'], 6, 0);
+    assert.equal(deliveries.length, 6);
+    sent.length = 0;
+    ahead.ms = 100;
+    const acks: Promise<void>[] = [];
+    for (const d of deliveries.slice(0, 5)) {
+      acks.push(Promise.resolve(broker.ack(d.evaluation.id, d.token)));
+      await settle();
+      clock.advance(3);
+    }
+    assert.deepEqual(sent, [], 'no ack statement while the threads have work ahead and the oldest ack waited 15 of 20 ms');
+    clock.advance(5);
+    await Promise.all(acks);
+    assert.deepEqual(sent, ['ack 5'], 'at the bound, the five acks went in one statement');
+
+    // Nothing ahead: the next ack goes at once, alone.
+    ahead.ms = 0;
+    const last = deliveries[5]!;
+    await broker.ack(last.evaluation.id, last.token);
+    assert.deepEqual(sent, ['ack 5', 'ack 1']);
+  });
+
+  test('an ack waiting for company goes as soon as the threads run low on work', async () => {
+    const ahead = { ms: 0 };
+    const { broker, sent } = await open(2, ahead);
+    const [first, second] = await broker.dequeueMany(['service'], 2, 0);
+    sent.length = 0;
+    ahead.ms = 100;
+    const waiting = Promise.resolve(broker.ack(first!.evaluation.id, first!.token));
+    await settle();
+    assert.deepEqual(sent, []);
+    // The next ack asked for finds the threads short of work: both go, in one statement, with no time passed.
+    ahead.ms = 1;
+    await Promise.all([waiting, broker.ack(second!.evaluation.id, second!.token)]);
+    assert.deepEqual(sent, ['ack 2']);
+  });
+
+  test('while the threads are busy, a fetch waits until as many dequeues wait as deliveries are held, then serves them in one', async () => {
+    const ahead = { ms: 0 };
+    const { broker, sent } = await open(8, ahead);
+    const held = await broker.dequeueMany(['service'], 4, 0);
+    assert.equal(held.length, 4);
+    sent.length = 0;
+    ahead.ms = 100;
+    const served: Promise<Delivery | undefined>[] = [];
+    for (let i = 0; i < 3; i++) {
+      served.push(broker.dequeue(['service'], 0));
+      await settle();
+    }
+    assert.deepEqual(sent, [], 'three dequeues wait, four deliveries are held: no fetch yet');
+    served.push(broker.dequeue(['service'], 0));
+    const deliveries = await Promise.all(served);
+    assert.deepEqual(deliveries.map((d) => d?.evaluation.id).sort(), ['e4', 'e5', 'e6', 'e7']);
+    assert.deepEqual(sent, ['lease 4'], 'one fetch served the four');
+    ahead.ms = 0;
+    for (const d of [...held, ...deliveries]) await broker.ack(d!.evaluation.id, d!.token);
+  });
+
+  test('a fetch put off while the threads were busy goes at the next look once they run low, without another kick', async () => {
+    const ahead = { ms: 0 };
+    const { broker, sent, clock } = await open(3, ahead);
+    const held = await broker.dequeueMany(['service'], 2, 0);
+    sent.length = 0;
+    ahead.ms = 100;
+    const waiting = broker.dequeue(['service'], 0);
+    await settle();
+    assert.deepEqual(sent, []);
+    ahead.ms = 0;
+    clock.advance(10);
+    assert.equal((await waiting)?.evaluation.id, 'e2');
+    assert.deepEqual(sent, ['lease 1']);
+    for (const d of held) await broker.ack(d.evaluation.id, d.token);
+  });
+
+  test('with nothing ahead, as when idle, a dequeue fetches at once and an ack goes at once', async () => {
+    const ahead = { ms: 0 };
+    const { broker, sent } = await open(2, ahead);
+    const [held] = await broker.dequeueMany(['service'], 1, 0);
+    sent.length = 0;
+    const next = await broker.dequeue(['service'], 0);
+    assert.equal(next?.evaluation.id, 'e1');
+    await broker.ack(held!.evaluation.id, held!.token);
+    assert.deepEqual(sent, ['lease 1', 'ack 1']);
+    await broker.ack(next!.evaluation.id, next!.token);
+  });
+});
