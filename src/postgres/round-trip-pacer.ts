@@ -12,10 +12,14 @@
  */
 import type { Clock } from '../clock.js';
 
-/** Round trips of work the threads must have ahead of them before a statement waits for company. */
-const ROUND_TRIPS = 4;
+/**
+ * Round trips of work the threads must have ahead of them before a statement waits for company: one for the wait's
+ * end to be seen, one for the statement after it. A wider margin only makes short jobs wait less often for
+ * company: 0.1 ms jobs ran 4–5% slower with 4 round trips and 5 ms, 1 ms and 10 ms jobs the same.
+ */
+const ROUND_TRIPS = 2;
 /** The least work ahead, ms, that lets a statement wait: below it a round trip's jitter would starve a thread. */
-const MIN_AHEAD_MS = 5;
+const MIN_AHEAD_MS = 2;
 /** Weight of the newest round trip in the running estimate. */
 const SMOOTHING = 0.2;
 
