@@ -86,8 +86,8 @@ interface PendingAck {
   readonly result: AckResult | undefined;
   readonly resolve: () => void;
   readonly reject: (error: unknown) => void;
-  /** When the ack was asked for (the broker's clock): how long it has waited for company. */
-  readonly at: number;
+  /** The latest it may wait for company until (the broker's clock; see `#acksCanWait`). */
+  readonly due: number;
 }
 
 interface PendingEnqueue {
@@ -203,6 +203,10 @@ export class PgBroker implements BrokerBackend {
   #ackFlushSoon = false;
   /** Armed while the ack batch waits for company: when it fires, the batch goes whatever it holds. */
   #ackLinger: TimerHandle | undefined;
+  /** When `#ackLinger` fires. */
+  #ackLingerAt = Number.POSITIVE_INFINITY;
+  /** The earliest `due` of the acks in the batch. */
+  #ackDue = Number.POSITIVE_INFINITY;
   /** Armed while a fetch waits for company (`#fetchCanWait`): when it fires, the fetch looks again. */
   #paceTimer: TimerHandle | undefined;
   /** How many acks the statement in flight carries that a fetch may still wait for (0 when none, or past the bound). */
@@ -657,7 +661,13 @@ export class PgBroker implements BrokerBackend {
     if (held === undefined || held.id !== id) return this.#ack(id, token, result);
     // A delivery held here: its job is known, so it can go with the other acks of this turn in one call.
     return new Promise<void>((resolve, reject) => {
-      this.#ackBatch.push({ held, result, resolve, reject, at: this.#clock.now() });
+      // It waits at most MAX_ACK_LINGER_MS (a tenth of the nack timeout when that is shorter), and never into the
+      // last stretch of its lease, where a late statement would find the lease over.
+      const now = this.#clock.now();
+      const linger = Math.min(MAX_ACK_LINGER_MS, this.#lease.nackTimeoutMs / 10);
+      const due = Math.min(now + linger, held.leaseEnd - linger);
+      this.#ackBatch.push({ held, result, resolve, reject, due });
+      if (due < this.#ackDue) this.#ackDue = due;
       this.#flushAcksSoon();
     });
   }
@@ -678,6 +688,8 @@ export class PgBroker implements BrokerBackend {
     try {
       while (this.#ackBatch.length > 0 && !(linger && this.#acksCanWait())) {
         const batch = this.#ackBatch.splice(0, MAX_FETCH);
+        this.#ackDue = Number.POSITIVE_INFINITY;
+        for (const a of this.#ackBatch) if (a.due < this.#ackDue) this.#ackDue = a.due;
         await this.#ackMany(batch);
       }
     } finally {
@@ -686,18 +698,21 @@ export class PgBroker implements BrokerBackend {
   }
 
   /**
-   * While the threads have work ahead of them, an ack batch waits for more acks, up to `MAX_ACK_LINGER_MS` from its
-   * oldest (each ack asked for looks again; the timer is the bound), so CPU-bound work is acked dozens at a time.
+   * While the threads have work ahead of them, an ack batch waits for more acks until the earliest `due` among them
+   * (each ack asked for looks again; the timer is the bound), so CPU-bound work is acked dozens at a time.
    */
   #acksCanWait(): boolean {
     if (this.#closed || this.#ackBatch.length >= MAX_FETCH) return false;
-    const limit = Math.min(MAX_ACK_LINGER_MS, this.#lease.nackTimeoutMs / 10);
-    const waited = this.#clock.now() - this.#ackBatch[0]!.at;
-    if (waited >= limit || !this.#pacer.threadsBusy()) return false;
-    this.#ackLinger ??= this.#clock.setTimer(() => {
+    const now = this.#clock.now();
+    if (now >= this.#ackDue || !this.#pacer.threadsBusy()) return false;
+    if (this.#ackLinger !== undefined && this.#ackLingerAt <= this.#ackDue) return true;
+    if (this.#ackLinger !== undefined) this.#clock.clearTimer(this.#ackLinger);
+    this.#ackLingerAt = this.#ackDue;
+    this.#ackLinger = this.#clock.setTimer(() => {
       this.#ackLinger = undefined;
+      this.#ackLingerAt = Number.POSITIVE_INFINITY;
       void this.#flushAcks(true);
-    }, limit - waited, { unref: true });
+    }, this.#ackDue - now, { unref: true });
     return true;
   }
 

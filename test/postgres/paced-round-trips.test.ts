@@ -46,7 +46,7 @@ describe('round trips paced by the threads work ahead, on PostgreSQL', { skip: s
   });
 
   /** A backend on a manual clock with `count` evaluations ready; `ahead` is what the threads have ahead, ms. */
-  async function open(count: number, ahead: { ms: number }): Promise<{ broker: BrokerBackend; sent: string[]; clock: ManualClock }> {
+  async function open(count: number, ahead: { ms: number }, nackTimeoutMs = 600_000): Promise<{ broker: BrokerBackend; sent: string[]; clock: ManualClock }> {
     schema = schemaName('paced');
     admin = adminPool();
     pool = new Pool({ connectionString: databaseUrl, max: 4 });
@@ -57,7 +57,7 @@ describe('round trips paced by the threads work ahead, on PostgreSQL', { skip: s
       schema,
       pool,
       clock,
-      broker: { nackTimeoutMs: 600_000, deliveryLimit: 3, initialNackDelayMs: 100_000, subsequentNackDelayMs: 200_000, knownTypes: ['service'] },
+      broker: { nackTimeoutMs, deliveryLimit: 3, initialNackDelayMs: 100_000, subsequentNackDelayMs: 200_000, knownTypes: ['service'] },
     });
     const { broker } = backend;
     assert.equal(typeof broker.paceBy, 'function', 'the PostgreSQL broker is paced by the threads work ahead');
@@ -89,6 +89,34 @@ describe('round trips paced by the threads work ahead, on PostgreSQL', { skip: s
     const last = deliveries[5]!;
     await broker.ack(last.evaluation.id, last.token);
     assert.deepEqual(sent, ['ack 5', 'ack 1']);
+  });
+
+  test('an ack waits for company a tenth of a short nack timeout at most, and never into the last tenth of its lease', async () => {
+    const ahead = { ms: 0 };
+    // A 100 ms nack timeout: an ack may wait 10 ms, and must be sent 10 ms before its lease ends.
+    const { broker, sent, clock } = await open(2, ahead, 100);
+    const [early, late] = await broker.dequeueMany(['service'], 2, 0);
+    sent.length = 0;
+    ahead.ms = 100;
+    const first = Promise.resolve(broker.ack(early!.evaluation.id, early!.token));
+    await settle();
+    clock.advance(9);
+    await settle();
+    assert.deepEqual(sent, []);
+    clock.advance(1);
+    await first;
+    assert.deepEqual(sent, ['ack 1'], 'sent at a tenth of the nack timeout');
+
+    // 85 ms into its lease: it may wait until 90 ms, not 95.
+    clock.advance(75);
+    const second = Promise.resolve(broker.ack(late!.evaluation.id, late!.token));
+    await settle();
+    clock.advance(4);
+    await settle();
+    assert.deepEqual(sent, ['ack 1']);
+    clock.advance(1);
+    await second;
+    assert.deepEqual(sent, ['ack 1', 'ack 1'], 'sent 10 ms before the lease ends');
   });
 
   test('an ack waiting for company goes as soon as the threads run low on work', async () => {
