@@ -6,26 +6,15 @@
  */
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
-import { Pool, type PoolClient, type QueryConfig } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import type { Backend } from '../../src/backend/backend.js';
 import type { BrokerBackend } from '../../src/backend/broker-backend.js';
 import type { Delivery } from '../../src/broker/broker-types.js';
-import { ManualClock } from '../../src/clock.js';
-import { openBackend } from './backend-harness.js';
-import { adminPool, databaseUrl, dropSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
+import type { ManualClock } from '../../src/clock.js';
+import { adminPool, dropSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
+import { kinds, openRecordedBackend } from './recorded-backend.js';
 
 requireDatabaseInCI();
-
-/** The statements the backend sends through `pool`, in the order it sends them. */
-function recordStatements(pool: Pool, sent: string[]): void {
-  const query = pool.query.bind(pool) as (text: string | QueryConfig, values?: unknown[]) => Promise<unknown>;
-  (pool as { query: unknown }).query = (text: string | QueryConfig, values?: unknown[]) => {
-    const sql = typeof text === 'string' ? text : text.text;
-    if (sql.includes('lease_ready(')) sent.push('lease');
-    if (sql.includes('ack_many(')) sent.push('ack');
-    return query(text, values);
-  };
-}
 
 /** Resolves once an ack_many statement waits for a row lock in the database. */
 async function ackBlocked(admin: Pool): Promise<void> {
@@ -58,17 +47,9 @@ describe('a fetch while acks are in flight, on PostgreSQL', { skip: skipWithoutD
   async function open(): Promise<{ broker: BrokerBackend; sent: string[]; clock: ManualClock }> {
     schema = schemaName('fetchack');
     admin = adminPool();
-    pool = new Pool({ connectionString: databaseUrl, max: 4 });
-    const sent: string[] = [];
-    recordStatements(pool, sent);
-    const clock = new ManualClock(1_000_000);
-    backend = await openBackend({
-      schema,
-      pool,
-      clock,
-      broker: { nackTimeoutMs: 600_000, deliveryLimit: 3, initialNackDelayMs: 100_000, subsequentNackDelayMs: 200_000, knownTypes: ['service'] },
-    });
-    return { broker: backend.broker, sent, clock };
+    const recorded = await openRecordedBackend(schema);
+    ({ backend, pool } = recorded);
+    return { broker: recorded.backend.broker, sent: recorded.sent, clock: recorded.clock };
   }
 
   /** Holds the row of evaluation `id` locked from another connection until the test commits. */
@@ -94,18 +75,18 @@ describe('a fetch while acks are in flight, on PostgreSQL', { skip: skipWithoutD
     const next: Promise<Delivery | undefined>[] = [];
     const acks = deliveries.map((d) => Promise.resolve(broker.ack(d.evaluation.id, d.token)).then(() => void next.push(broker.dequeue(['service'], 0))));
     await ackBlocked(admin);
-    assert.deepEqual(sent, ['ack']);
+    assert.deepEqual(kinds(sent), ['ack']);
 
     // Four acks in flight, one dequeue waiting: the fetch is put off, not sent.
     const first = broker.dequeue(['service'], 0);
     await nextTurn();
-    assert.deepEqual(sent, ['ack'], 'no fetch while the acks in flight would free more workers than wait');
+    assert.deepEqual(kinds(sent), ['ack'], 'no fetch while the acks in flight would free more workers than wait');
 
     await lock.query('COMMIT');
     await Promise.all(acks);
     const served = await Promise.all([first, ...next]);
     assert.deepEqual(served.map((d) => d?.evaluation.id).sort(), ['b1', 'b2', 'b3', 'b4', 'b5']);
-    assert.deepEqual(sent, ['ack', 'lease'], 'one fetch for the waiting dequeue and the four the acks freed');
+    assert.deepEqual(kinds(sent), ['ack', 'lease'], 'one fetch for the waiting dequeue and the four the acks freed');
   });
 
   test('an ack batch held longer than the bound (50 ms) stops holding the fetch back', { timeout: 30_000 }, async () => {
@@ -123,11 +104,11 @@ describe('a fetch while acks are in flight, on PostgreSQL', { skip: skipWithoutD
     await nextTurn();
     clock.advance(49);
     await nextTurn();
-    assert.deepEqual(sent, ['ack'], 'within the bound the fetch still waits for the two acks');
+    assert.deepEqual(kinds(sent), ['ack'], 'within the bound the fetch still waits for the two acks');
     clock.advance(1);
     // The ack is still held by the lock: the dequeue is served all the same.
     assert.equal((await waiting)?.evaluation.id, 'b1');
-    assert.deepEqual(sent, ['ack', 'lease']);
+    assert.deepEqual(kinds(sent), ['ack', 'lease']);
     await lock.query('COMMIT');
     await Promise.all(acks);
   });
@@ -147,7 +128,7 @@ describe('a fetch while acks are in flight, on PostgreSQL', { skip: skipWithoutD
     // One ack in flight, one dequeue waiting: served while the ack is still held.
     const served = await broker.dequeue(['service'], 0);
     assert.equal(served?.evaluation.id, 'b1');
-    assert.deepEqual(sent, ['ack', 'lease']);
+    assert.deepEqual(kinds(sent), ['ack', 'lease']);
     await lock.query('COMMIT');
     await ack;
   });

@@ -6,26 +6,15 @@
  */
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
-import { Pool, type QueryConfig } from 'pg';
+import type { Pool } from 'pg';
 import type { Backend } from '../../src/backend/backend.js';
 import type { BrokerBackend } from '../../src/backend/broker-backend.js';
 import type { Delivery } from '../../src/broker/broker-types.js';
-import { ManualClock } from '../../src/clock.js';
-import { openBackend } from './backend-harness.js';
-import { adminPool, databaseUrl, dropSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
+import type { ManualClock } from '../../src/clock.js';
+import { adminPool, dropSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
+import { openRecordedBackend } from './recorded-backend.js';
 
 requireDatabaseInCI();
-
-/** The fetch and ack statements the backend sends through `pool`, each with the number of rows it names. */
-function recordStatements(pool: Pool, sent: string[]): void {
-  const query = pool.query.bind(pool) as (text: string | QueryConfig, values?: unknown[]) => Promise<unknown>;
-  (pool as { query: unknown }).query = (text: string | QueryConfig, values?: unknown[]) => {
-    const sql = typeof text === 'string' ? text : text.text;
-    if (sql.includes('lease_ready(')) sent.push(`lease ${String(values?.[1])}`);
-    if (sql.includes('ack_many(')) sent.push(`ack ${(values?.[0] as unknown[]).length}`);
-    return query(text, values);
-  };
-}
 
 /** A few turns of the event loop: whatever the broker would send by itself has gone out by then. */
 async function settle(): Promise<void> {
@@ -49,17 +38,10 @@ describe('round trips paced by the threads work ahead, on PostgreSQL', { skip: s
   async function open(count: number, ahead: { ms: number }, nackTimeoutMs = 600_000): Promise<{ broker: BrokerBackend; sent: string[]; clock: ManualClock }> {
     schema = schemaName('paced');
     admin = adminPool();
-    pool = new Pool({ connectionString: databaseUrl, max: 4 });
-    const sent: string[] = [];
-    recordStatements(pool, sent);
-    const clock = new ManualClock(1_000_000);
-    backend = await openBackend({
-      schema,
-      pool,
-      clock,
-      broker: { nackTimeoutMs, deliveryLimit: 3, initialNackDelayMs: 100_000, subsequentNackDelayMs: 200_000, knownTypes: ['service'] },
-    });
-    const { broker } = backend;
+    const recorded = await openRecordedBackend(schema, nackTimeoutMs);
+    ({ backend, pool } = recorded);
+    const { sent, clock } = recorded;
+    const { broker } = backend!;
     assert.equal(typeof broker.paceBy, 'function', 'the PostgreSQL broker is paced by the threads work ahead');
     broker.paceBy!(() => ahead.ms);
     for (let i = 0; i < count; i++) await broker.enqueue({ id: `e${i}`, jobId: `job-${i}`, type: 'service' }).accepted;

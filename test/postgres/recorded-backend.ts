@@ -1,0 +1,46 @@
+/**
+ * A PostgreSQL backend on a manual clock whose fetch and ack statements are recorded as they are sent, for tests of
+ * how the broker batches its round trips: `lease N` for a fetch of up to N rows, `ack N` for a batch of N acks.
+ */
+import { Pool, type QueryConfig } from 'pg';
+import type { PostgresBackend } from '../../src/postgres/backend.js';
+import { ManualClock } from '../../src/clock.js';
+import { openBackend } from './backend-harness.js';
+import { databaseUrl } from './helpers.js';
+
+export interface RecordedBackend {
+  readonly backend: PostgresBackend;
+  /** The pool the backend runs on (the test ends it). */
+  readonly pool: Pool;
+  readonly clock: ManualClock;
+  /** The fetch and ack statements sent so far, in order. */
+  readonly sent: string[];
+}
+
+/** The statement kinds of `sent` without their row counts. */
+export const kinds = (sent: readonly string[]): string[] => sent.map((s) => s.split(' ')[0]!);
+
+function recordStatements(pool: Pool, sent: string[]): void {
+  const query = pool.query.bind(pool) as (text: string | QueryConfig, values?: unknown[]) => Promise<unknown>;
+  (pool as { query: unknown }).query = (text: string | QueryConfig, values?: unknown[]) => {
+    const sql = typeof text === 'string' ? text : text.text;
+    if (sql.includes('lease_ready(')) sent.push(`lease ${String(values?.[1])}`);
+    if (sql.includes('ack_many(')) sent.push(`ack ${(values?.[0] as unknown[]).length}`);
+    return query(text, values);
+  };
+}
+
+/** Opens a backend on `schema` (type `service` known; long nack delays) with its statements recorded. */
+export async function openRecordedBackend(schema: string, nackTimeoutMs = 600_000): Promise<RecordedBackend> {
+  const pool = new Pool({ connectionString: databaseUrl, max: 4 });
+  const sent: string[] = [];
+  recordStatements(pool, sent);
+  const clock = new ManualClock(1_000_000);
+  const backend = await openBackend({
+    schema,
+    pool,
+    clock,
+    broker: { nackTimeoutMs, deliveryLimit: 3, initialNackDelayMs: 100_000, subsequentNackDelayMs: 200_000, knownTypes: ['service'] },
+  });
+  return { backend, pool, clock, sent };
+}
