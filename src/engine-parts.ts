@@ -13,6 +13,9 @@ import type { SlotTable } from './slots/slot-table.js';
 import { SchedulingWorker, type DeliveryIndex } from './workers/scheduling-worker.js';
 import { WorkerMetrics } from './workers/worker-metrics.js';
 
+/** Work ahead past which the broker's pacing need not count (ms per thread). */
+const WORK_AHEAD_COUNTED_MS = 1_000;
+
 /**
  * The pool on `slots`, fed by `backend.state`, pacing the broker's round trips; thread exits and late module errors
  * become engine events.
@@ -36,8 +39,9 @@ export function createPool(o: ResolvedEngineOptions, slots: SlotTable, backend: 
     onThreadExit: (exit) => events.emit('engine:thread-exit', exit),
     onModuleError: (threadIndex, error) => events.emit('engine:module-error', { threadIndex, error }),
   });
-  // A broker with round trips batches them while the threads have work queued (see `BrokerBackend.paceBy`).
-  backend.broker.paceBy?.(() => pool.workAheadMs());
+  // A broker with round trips batches them while the threads have work queued (see `BrokerBackend.paceBy`); it asks
+  // on every dequeue and ack, and a second of work ahead is more than any round trip it paces.
+  backend.broker.paceBy?.(() => pool.workAheadMs(WORK_AHEAD_COUNTED_MS));
   return pool;
 }
 

@@ -160,7 +160,8 @@ export interface BrokerBackend {
    * ms per thread; the pool answers). A broker that pays a round trip per fetch and per ack batch (a durable one)
    * lets them wait for company while that is several round trips' worth, so CPU-bound work is fetched and acked in
    * batches instead of one statement per evaluation; a broker with no round trips has nothing to pace and need not
-   * implement it. Called synchronously and often: it must be cheap and must not call back into the broker.
+   * implement it. Called synchronously and often: it must be cheap and must not call back into the broker. It may
+   * stop counting past a second (the answer is then at least that).
    */
   paceBy?(workAheadMs: () => number): void;
 

@@ -304,8 +304,10 @@ export class ThreadPool {
   /**
    * Predicted ms of the work the pool holds and no thread has started (waiting on main or queued behind a running
    * item), per ready thread: about how long the threads stay busy if nothing more comes. 0 with no ready thread.
+   * Counting stops once it reaches `upToMs` (the answer is then at least that): main's queue may hold many items,
+   * and a caller asking whether the threads are busy need not visit them all.
    */
-  workAheadMs(): number {
+  workAheadMs(upToMs = Number.POSITIVE_INFINITY): number {
     let ms = 0;
     let threads = 0;
     for (const channel of this.#channels) {
@@ -314,7 +316,8 @@ export class ThreadPool {
       if (channel.assigned > 1) ms += channel.loadMs - (this.#firstAssigned(channel)?.predictedMs ?? 0);
     }
     if (threads === 0) return 0;
-    for (let i = this.#queueHead; i < this.#queue.length; i++) {
+    const enough = upToMs * threads;
+    for (let i = this.#queueHead; i < this.#queue.length && ms < enough; i++) {
       const predicted = this.#placementCost(this.#queue[i]!);
       if (predicted !== undefined) ms += predicted;
     }

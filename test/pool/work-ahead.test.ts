@@ -24,6 +24,9 @@ test('work ahead counts the unstarted items predicted ms per thread, not the one
       await new Promise((resolve) => setImmediate(resolve));
       assert.equal(h.pool.stats().queued, 3);
       assert.equal(h.pool.workAheadMs(), (3 * UNKNOWN_MS) / threads);
+      // Asked whether it reaches a bound, it may stop counting there: at least the bound, never less.
+      assert.equal(h.pool.workAheadMs(UNKNOWN_MS / threads), UNKNOWN_MS / threads);
+      assert.equal(h.pool.workAheadMs((2 * UNKNOWN_MS) / threads), (2 * UNKNOWN_MS) / threads);
       for (const gate of gates) set(gate, Gate.RELEASE, 1);
       for (const d of [...running, ...waiting]) assert.equal((await d.outcome).status, 'ok');
       assert.equal(h.pool.workAheadMs(), 0, 'all settled: nothing ahead');
