@@ -11,6 +11,7 @@ import { ackRowsSchema } from './ack-rows-schema.js';
 import { commitWritesSchema } from './commit-writes-schema.js';
 import { dropLiveIndexSchema } from './drop-live-index-schema.js';
 import { leaseReadySchema } from './lease-ready-schema.js';
+import { namedOutcomesSchema } from './named-outcomes-schema.js';
 import { outcomeIdsSchema } from './outcome-ids-schema.js';
 import { schemaV1 } from './schema-v1.js';
 import { runWritesSchema } from './tasks/run-writes-schema.js';
@@ -31,6 +32,7 @@ export const migrations: readonly Migration[] = Object.freeze([
   { version: 6, sql: (n: SchemaNames) => commitWritesSchema(n.S, n.channel) },
   { version: 7, sql: (n: SchemaNames) => trimRunRowsSchema(n.S) },
   { version: 8, sql: (n: SchemaNames) => outcomeIdsSchema(n.S, n.channel) },
+  { version: 9, sql: (n: SchemaNames) => namedOutcomesSchema(n.S, n.K, n.channel) },
 ]);
 
 /** The schema version this code writes and reads. */

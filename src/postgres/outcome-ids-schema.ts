@@ -4,7 +4,7 @@
  * bare process id it sent before made the process look up every outcome it was waiting for, on every notification:
  * with thousands awaited, thousands of ids a look-up, many look-ups a second. A payload that would pass
  * PostgreSQL's limit (8,000 bytes) is the bare process id, as before, and the look-up covers every awaited outcome.
- * The rarer paths (a dead letter, a removal, the single ack) still send the bare id.
+ * The rarer paths (a dead letter, a removal, the single ack, a supersession) follow in migration 9.
  */
 const MAX_PAYLOAD_BYTES = 7_900;
 
