@@ -288,7 +288,8 @@ export class PgBroker implements BrokerBackend {
     this.#listener.subscribe(this.#names.channels.outcome, {
       onNotify: (payload) => {
         if (payload === this.#nodeId) this.#outcomes.hint();
-        else if (payload.startsWith('{')) {
+        else if (payload.startsWith('{') && payload.includes(this.#nodeId)) {
+          // Every process hears every origin's notifications: only one naming this process is worth parsing.
           const named = outcomesNamed(payload);
           if (named?.origin === this.#nodeId) this.#outcomes.hint(named.ids);
         }
