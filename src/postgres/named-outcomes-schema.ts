@@ -46,7 +46,7 @@ $$;
 
 ${redefined(v1, S, 'to_failed', [[bareNotify, namedNotify]])}
 ${redefined(v1, S, 'remove', [[bareNotify, namedNotify]])}
-${redefined(v1, S, 'ack', [[`PERFORM pg_notify('${outcome}', r.origin::text); END IF;`, `${namedNotify} END IF;`]])}
+${redefined(v1, S, 'ack', [[bareNotify, namedNotify]])}
 ${redefined(v1, S, 'promote', [
   ['LANGUAGE plpgsql AS $$\nBEGIN', 'LANGUAGE plpgsql AS $$\nDECLARE\n  v_origins uuid[];\nBEGIN'],
   [

@@ -205,8 +205,6 @@ export class PgBroker implements BrokerBackend {
   #ackLinger: TimerHandle | undefined;
   /** When `#ackLinger` fires. */
   #ackLingerAt = Number.POSITIVE_INFINITY;
-  /** The earliest `due` of the acks in the batch. */
-  #ackDue = Number.POSITIVE_INFINITY;
   /** Armed while a fetch waits for company (`#fetchCanWait`): when it fires, the fetch looks again. */
   #paceTimer: TimerHandle | undefined;
   /** How many acks the statement in flight carries that a fetch may still wait for (0 when none, or past the bound). */
@@ -668,7 +666,6 @@ export class PgBroker implements BrokerBackend {
       const linger = Math.min(MAX_ACK_LINGER_MS, this.#lease.nackTimeoutMs / 10);
       const due = Math.min(now + linger, held.leaseEnd - linger);
       this.#ackBatch.push({ held, result, resolve, reject, due });
-      if (due < this.#ackDue) this.#ackDue = due;
       this.#flushAcksSoon();
     });
   }
@@ -689,8 +686,6 @@ export class PgBroker implements BrokerBackend {
     try {
       while (this.#ackBatch.length > 0 && !(linger && this.#acksCanWait())) {
         const batch = this.#ackBatch.splice(0, MAX_FETCH);
-        this.#ackDue = Number.POSITIVE_INFINITY;
-        for (const a of this.#ackBatch) if (a.due < this.#ackDue) this.#ackDue = a.due;
         await this.#ackMany(batch);
       }
     } finally {
@@ -705,15 +700,17 @@ export class PgBroker implements BrokerBackend {
   #acksCanWait(): boolean {
     if (this.#closed || this.#ackBatch.length >= MAX_FETCH) return false;
     const now = this.#clock.now();
-    if (now >= this.#ackDue || !this.#pacer.threadsBusy()) return false;
-    if (this.#ackLinger !== undefined && this.#ackLingerAt <= this.#ackDue) return true;
+    let due = Number.POSITIVE_INFINITY;
+    for (const a of this.#ackBatch) if (a.due < due) due = a.due;
+    if (now >= due || !this.#pacer.threadsBusy()) return false;
+    if (this.#ackLinger !== undefined && this.#ackLingerAt <= due) return true;
     if (this.#ackLinger !== undefined) this.#clock.clearTimer(this.#ackLinger);
-    this.#ackLingerAt = this.#ackDue;
+    this.#ackLingerAt = due;
     this.#ackLinger = this.#clock.setTimer(() => {
       this.#ackLinger = undefined;
       this.#ackLingerAt = Number.POSITIVE_INFINITY;
       void this.#flushAcks(true);
-    }, this.#ackDue - now, { unref: true });
+    }, due - now, { unref: true });
     return true;
   }
 
