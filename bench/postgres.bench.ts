@@ -1,10 +1,11 @@
 /**
  * tickpool on PostgreSQL against graphile-worker 0.17.3, same run, same machine, same database (ratios first):
  * no-op evaluations/s with N worker processes (graphile-worker batched, with its local queue, and unbatched), and
- * the idle latency from an enqueue in one process to the scheduler's entry in another (p50 / p99).
+ * the idle latency from an enqueue in one process to the scheduler's entry in another (p50 / p99), against
+ * graphile-worker's from `addJob` in one process to its task's start in another.
  *
  *   node dist/bench/postgres.bench.js --url postgres://… [--jobs 100000] [--processes 3] [--samples 200]
- *     [--plans 20000] [--keys 300] [--parts tickpool,batched,unbatched,plans,latency] [--floor 0.25] [--cost-ms 0]
+ *     [--plans 20000] [--keys 300] [--parts tickpool,batched,unbatched,plans,latency,graphile-latency] [--floor 0.25] [--cost-ms 0]
  *
  * `--cost-ms X` makes every job of the throughput parts burn X ms of CPU (tickpool on its pool thread, graphile-worker
  * in its task), and adds each side's share of the cores' limit (cores × 1000 / X jobs/s).
@@ -39,7 +40,8 @@ const { values } = parseArgs({
     // The plan part: evaluations that each add one to one of `keys` counters (conflicts between processes).
     plans: { type: 'string' },
     keys: { type: 'string' },
-    // A comma-separated subset of tickpool, batched, unbatched, plans, latency (graphile-worker batched and unbatched).
+    // A comma-separated subset of tickpool, batched, unbatched, plans, latency, graphile-latency (graphile-worker's parts:
+    // batched, unbatched and graphile-latency).
     parts: { type: 'string' },
     // Exit 1 when tickpool / graphile-worker batched stays below this after the best of three runs (CI).
     floor: { type: 'string' },
@@ -55,10 +57,12 @@ if (url === undefined) {
 const JOBS = Number(values.jobs ?? 100_000);
 const PROCESSES = Number(values.processes ?? 3);
 const SAMPLES = Number(values.samples ?? 200);
+/** Idle-latency samples taken and dropped first, on either side: connections, plans and code warm up. */
+const WARM_UP = 20;
 const CONCURRENCY = Number(values.concurrency ?? 64);
 const PLANS = Number(values.plans ?? 20_000);
 const KEYS = Number(values.keys ?? 300);
-const PARTS = new Set((values.parts ?? 'tickpool,batched,unbatched,plans,latency').split(','));
+const PARTS = new Set((values.parts ?? 'tickpool,batched,unbatched,plans,latency,graphile-latency').split(','));
 const FLOOR = values.floor === undefined ? undefined : Number(values.floor);
 const COST_MS = Number(values['cost-ms'] ?? 0);
 if (!(COST_MS >= 0)) {
@@ -232,15 +236,48 @@ async function tickpoolIdleLatency(): Promise<number[]> {
   for (const w of workers) w.send({ type: 'go' });
   try {
     const samples: number[] = [];
-    for (let i = 0; i < SAMPLES; i++) {
+    for (let i = 0; i < WARM_UP + SAMPLES; i++) {
       const sent = performance.timeOrigin + performance.now();
       const outcome = await engine.run<number>({ type: 'entry' });
-      samples.push(outcome.value - sent);
+      if (i >= WARM_UP) samples.push(outcome.value - sent);
     }
     return samples.sort((a, b) => a - b);
   } finally {
     await stopWorkers(workers);
     await engine.stop();
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  }
+}
+
+/**
+ * `addJob` in this process → graphile-worker's task start in a worker process (unbatched, its default), idle, one
+ * at a time, measured as tickpool's: ms. Each sample waits for the job's completion to be stored before the next.
+ */
+async function graphileIdleLatency(): Promise<number[]> {
+  const schema = `bench_gl_${randomBytes(3).toString('hex')}`;
+  const utils = await makeWorkerUtils({ connectionString: url!, schema });
+  let workers: ChildProcess[] = [];
+  try {
+    await utils.migrate();
+    workers = await startWorkers('graphile', schema);
+    let onEntry: (at: number) => void = () => undefined;
+    for (const w of workers) w.on('message', (m: { type: string; at: number }) => void (m.type === 'entry' && onEntry(m.at)));
+    for (const w of workers) w.send({ type: 'go' });
+    const samples: number[] = [];
+    for (let i = 0; i < WARM_UP + SAMPLES; i++) {
+      const entered = new Promise<number>((resolve) => (onEntry = resolve));
+      const sent = performance.timeOrigin + performance.now();
+      await utils.addJob('entry', {});
+      const at = await entered;
+      if (i >= WARM_UP) samples.push(at - sent);
+      while ((await admin.query(`SELECT count(*)::int AS n FROM "${schema}"._private_jobs`)).rows[0].n > 0) {
+        await new Promise((resolve) => setTimeout(resolve, 1));
+      }
+    }
+    return samples.sort((a, b) => a - b);
+  } finally {
+    await stopWorkers(workers);
+    await utils.release();
     await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
   }
 }
@@ -260,11 +297,14 @@ try {
   const unbatched = PARTS.has('unbatched') ? await graphileThroughput(false) : Number.NaN;
   const plans = PARTS.has('plans') ? await tickpoolPlans() : undefined;
   const latency = PARTS.has('latency') ? await tickpoolIdleLatency() : [];
+  const graphileLatency = PARTS.has('graphile-latency') ? await graphileIdleLatency() : [];
   const row = (name: string, value: string): string => `${name.padEnd(58)} ${value}`;
   // A part left out by --parts reads "not run" rather than NaN.
   const figure = (value: number, format: (v: number) => string): string => (Number.isNaN(value) ? 'not run' : format(value));
   const ratio = (value: number): string => figure(value, (v) => `${v.toFixed(2)}x`);
   const perSecond = (value: number): string => figure(value, (v) => v.toFixed(0));
+  const latencies = (sorted: readonly number[]): string =>
+    sorted.length === 0 ? 'not run' : `${quantile(sorted, 0.5).toFixed(2)} ms / ${quantile(sorted, 0.99).toFixed(2)} ms`;
   const lines = [
     `PostgreSQL backend vs graphile-worker 0.17.3: ${JOBS} ${COST_MS > 0 ? `jobs of ${COST_MS} ms CPU` : 'no-op jobs'}, ${PROCESSES} processes, concurrency ${CONCURRENCY} each`,
     row('ratio: tickpool / graphile-worker batched (goal >= 1.0, CI floor 0.25)', ratio(tickpool / batched)),
@@ -281,9 +321,11 @@ try {
       plans === undefined ? 'not run' : `${plans.refused} / ${plans.failed} / ${plans.sum} (${plans.sum === plans.committed ? 'equal to' : 'NOT equal to'} the ${plans.committed} committed)`,
     ),
     row(
-      `enqueue → scheduler entry in another process, idle, p50 / p99 (${SAMPLES})`,
-      latency.length === 0 ? 'not run' : `${quantile(latency, 0.5).toFixed(2)} ms / ${quantile(latency, 0.99).toFixed(2)} ms`,
+      'ratio: idle p50, graphile-worker / tickpool (> 1: tickpool sooner)',
+      ratio(quantile(graphileLatency, 0.5) / quantile(latency, 0.5)),
     ),
+    row(`enqueue → scheduler entry in another process, idle, p50 / p99 (${SAMPLES})`, latencies(latency)),
+    row(`graphile-worker addJob → task start in another process, idle, p50 / p99`, latencies(graphileLatency)),
   ];
   process.stdout.write(`${lines.join('\n')}\n`);
   if (plans !== undefined && (plans.sum !== plans.committed || plans.committed + plans.failed !== PLANS)) {

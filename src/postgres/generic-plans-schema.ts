@@ -1,5 +1,5 @@
 /**
- * Migration 10: the broker's per-call functions plan their statements once per session.
+ * Migration 10, second part: the broker's per-call functions plan their statements once per session.
  *
  * A PL/pgSQL statement is planned for its parameters ("custom") until the server judges a parameter-free plan no
  * dearer. For `lease_ready` and `enqueue` called one row at a time it never does, so every call re-planned its

@@ -11,6 +11,7 @@ import { ackRowsSchema } from './ack-rows-schema.js';
 import { commitWritesSchema } from './commit-writes-schema.js';
 import { dropLiveIndexSchema } from './drop-live-index-schema.js';
 import { genericPlansSchema } from './generic-plans-schema.js';
+import { leaseCommitSchema } from './lease-commit-schema.js';
 import { leaseReadySchema } from './lease-ready-schema.js';
 import { namedOutcomesSchema } from './named-outcomes-schema.js';
 import { outcomeIdsSchema } from './outcome-ids-schema.js';
@@ -34,7 +35,8 @@ export const migrations: readonly Migration[] = Object.freeze([
   { version: 7, sql: (n: SchemaNames) => trimRunRowsSchema(n.S) },
   { version: 8, sql: (n: SchemaNames) => outcomeIdsSchema(n.S, n.channel) },
   { version: 9, sql: (n: SchemaNames) => namedOutcomesSchema(n.S, n.K, n.channel) },
-  { version: 10, sql: (n: SchemaNames) => genericPlansSchema(n.schema) },
+  // The replaced lease_ready first: a CREATE OR REPLACE would drop the plan setting the second part gives it.
+  { version: 10, sql: (n: SchemaNames) => leaseCommitSchema(n.S) + genericPlansSchema(n.schema) },
 ]);
 
 /** The schema version this code writes and reads. */

@@ -1,0 +1,26 @@
+/**
+ * Migration 10, first part: a lease commits without waiting for its WAL flush (`synchronous_commit = off` for the
+ * lease's own transaction, set inside `lease_ready`), which took 0.25 ms off each dequeue at idle here.
+ *
+ * Why losing a lease is safe, where losing an enqueue or an ack is not: WAL is written in order, so the next
+ * durable commit of anyone (an ack, a plan, an enqueue) flushes every lease before it. Only a crash of the database
+ * server itself, in the fraction of a second before that, can forget a lease; the evaluation is then `ready` again
+ * with its previous token, so it is delivered anew, and the forgotten holder's ack or plan is refused by its token
+ * like any holder's past its lease. At-least-once delivery and the fencing of plans are unchanged; what such a crash
+ * can lose is one count of `deliveries`. Enqueues (`accepted` promises durability) and acks (`done` promises the
+ * outcome) stay synchronous.
+ *
+ * The function is migration 4's, changed at one place (checked to occur exactly once).
+ */
+import { leaseReadySchema } from './lease-ready-schema.js';
+
+export function leaseCommitSchema(S: string): string {
+  const from = 'BEGIN\n  RETURN QUERY';
+  const to = "BEGIN\n  PERFORM set_config('synchronous_commit', 'off', true);\n  RETURN QUERY";
+  const text = leaseReadySchema(S).replace(`CREATE FUNCTION ${S}.lease_ready(`, `CREATE OR REPLACE FUNCTION ${S}.lease_ready(`);
+  const at = text.indexOf(from);
+  if (!text.includes('CREATE OR REPLACE FUNCTION') || at < 0 || text.indexOf(from, at + 1) >= 0) {
+    throw new Error('migration 10: lease_ready is not the function it changes');
+  }
+  return text.slice(0, at) + to + text.slice(at + from.length);
+}
