@@ -13,14 +13,12 @@
  * The function is migration 4's, changed at one place (checked to occur exactly once).
  */
 import { leaseReadySchema } from './lease-ready-schema.js';
+import { functionText, replacedOnce } from './sql-text.js';
 
 export function leaseCommitSchema(S: string): string {
-  const from = 'BEGIN\n  RETURN QUERY';
-  const to = "BEGIN\n  PERFORM set_config('synchronous_commit', 'off', true);\n  RETURN QUERY";
-  const text = leaseReadySchema(S).replace(`CREATE FUNCTION ${S}.lease_ready(`, `CREATE OR REPLACE FUNCTION ${S}.lease_ready(`);
-  const at = text.indexOf(from);
-  if (!text.includes('CREATE OR REPLACE FUNCTION') || at < 0 || text.indexOf(from, at + 1) >= 0) {
-    throw new Error('migration 10: lease_ready is not the function it changes');
-  }
-  return text.slice(0, at) + to + text.slice(at + from.length);
+  return replacedOnce(
+    functionText(leaseReadySchema(S), S, 'lease_ready', 10),
+    [['BEGIN\n  RETURN QUERY', "BEGIN\n  PERFORM set_config('synchronous_commit', 'off', true);\n  RETURN QUERY"]],
+    'migration 10: lease_ready',
+  );
 }

@@ -9,22 +9,13 @@
  * changed at named places, each checked to occur exactly once, so that nothing else in them can differ.
  */
 import { schemaV1 } from './schema-v1.js';
+import { functionText, replacedOnce } from './sql-text.js';
 
 const MAX_PAYLOAD_BYTES = 7_900;
 
 /** Version 1's definition of function `name`, as CREATE OR REPLACE, with each `[from, to]` replaced once. */
 function redefined(v1: string, S: string, name: string, replacements: readonly (readonly [string, string])[]): string {
-  const head = `CREATE FUNCTION ${S}.${name}(`;
-  const start = v1.indexOf(head);
-  const end = v1.indexOf('\n$$;\n', start);
-  if (start < 0 || end < 0 || v1.indexOf(head, start + 1) >= 0) throw new Error(`migration 9: version 1 defines ${name} other than once`);
-  let text = `CREATE OR REPLACE FUNCTION ${S}.${name}(${v1.slice(start + head.length, end)}\n$$;\n`;
-  for (const [from, to] of replacements) {
-    const at = text.indexOf(from);
-    if (at < 0 || text.indexOf(from, at + 1) >= 0) throw new Error(`migration 9: ${name} holds ${JSON.stringify(from)} other than once`);
-    text = text.slice(0, at) + to + text.slice(at + from.length);
-  }
-  return text;
+  return replacedOnce(functionText(v1, S, name, 9), replacements, `migration 9: ${name}`);
 }
 
 export function namedOutcomesSchema(S: string, K: number, channel: (name: string) => string): string {
