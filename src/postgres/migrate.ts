@@ -18,6 +18,7 @@ import { outcomeIdsSchema } from './outcome-ids-schema.js';
 import { schemaV1 } from './schema-v1.js';
 import { runWritesSchema } from './tasks/run-writes-schema.js';
 import { tasksSchema } from './tasks/schema.js';
+import { waitingDequeuesSchema } from './waiting-dequeues-schema.js';
 import { trimRunRowsSchema } from './tasks/trim-run-rows-schema.js';
 
 export interface Migration {
@@ -37,6 +38,7 @@ export const migrations: readonly Migration[] = Object.freeze([
   { version: 9, sql: (n: SchemaNames) => namedOutcomesSchema(n.S, n.K, n.channel) },
   // The replaced lease_ready first: a CREATE OR REPLACE would drop the plan setting the second part gives it.
   { version: 10, sql: (n: SchemaNames) => leaseCommitSchema(n.S) + genericPlansSchema(n.schema) },
+  { version: 11, sql: (n: SchemaNames) => waitingDequeuesSchema(n.schema, n.S, n.K, n.channel) },
 ]);
 
 /** The schema version this code writes and reads. */

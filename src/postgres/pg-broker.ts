@@ -115,6 +115,11 @@ const MAX_ACK_WAIT_MS = 50;
 const MAX_ACK_LINGER_MS = 20;
 /** How often a fetch that waits for company looks again without being kicked, ms. */
 const PACE_RECHECK_MS = 10;
+/**
+ * How long a process with waiting dequeues leaves an enqueue's notification to the process it names before looking
+ * itself, ms: the named one takes it in about a round trip, and if it died meanwhile, this is the delay.
+ */
+const NAMED_NOTIFY_LEAD_MS = 50;
 
 function assertId(name: string, value: unknown): asserts value is string {
   if (typeof value !== 'string' || value.length === 0) throw new InvalidArgumentError(name, 'a non-empty string', value);
@@ -216,6 +221,8 @@ export class PgBroker implements BrokerBackend {
   #fetching = false;
   #fetchAgain = false;
   #pollTimer: TimerHandle | undefined;
+  /** Armed while a notification named another process (`NAMED_NOTIFY_LEAD_MS`): when it fires, this one looks too. */
+  #lookTimer: TimerHandle | undefined;
   /** Told of each delivery handed over (the backend makes the replica catch up to its modifyIndex). */
   onDelivery: ((evaluation: Evaluation) => void) | undefined = undefined;
   /** Deliveries being handed over or given back: `close()` waits for them. */
@@ -282,7 +289,7 @@ export class PgBroker implements BrokerBackend {
 
   /** Subscribes to the notifications it needs; called by the backend before the listener connects. */
   subscribe(): void {
-    this.#listener.subscribe(this.#names.channels.ready, { onNotify: () => this.kick(), onConnect: () => this.kick() });
+    this.#listener.subscribe(this.#names.channels.ready, { onNotify: (payload) => this.#onReady(payload), onConnect: () => this.kick() });
     this.#listener.subscribe(this.#names.channels.outcome, {
       onNotify: (payload) => {
         if (payload === this.#nodeId) this.#outcomes.hint();
@@ -486,6 +493,37 @@ export class PgBroker implements BrokerBackend {
     void this.#serveWaiters();
   }
 
+  /**
+   * A `ready` notification: empty for everyone, or naming the one process an idle enqueue chose among those waiting
+   * for its type (migration 11). The named process looks at once, or passes it on to everyone when it no longer
+   * waits or its threads have work ahead; any other process with waiting dequeues looks after
+   * `NAMED_NOTIFY_LEAD_MS`, in case the named one died.
+   */
+  #onReady(payload: string): void {
+    if (payload === '') {
+      this.kick();
+    } else if (payload === this.#nodeId) {
+      // Threads with work ahead would make the fetch wait (`#fetchCanWait`): an idle process gets it instead.
+      if (this.#waiters.length > 0 && !this.#paused && this.#enabled && !this.#pacer.threadsBusy()) this.kick();
+      else this.#passOn();
+    } else if (this.#waiters.length > 0 && this.#lookTimer === undefined && !this.#closed) {
+      this.#lookTimer = this.#clock.setTimer(() => {
+        this.#lookTimer = undefined;
+        this.kick();
+      }, NAMED_NOTIFY_LEAD_MS, { unref: true });
+    }
+  }
+
+  /** This process was named but waits for nothing: the notification goes to everyone instead. */
+  #passOn(): void {
+    if (this.#closed) return;
+    this.#track(
+      this.#db
+        .query(`SELECT pg_notify($1, '')`, [this.#names.channels.ready], 'a ready notification')
+        .catch((error: unknown) => this.#logger.warn({ err: error }, 'passing a ready notification on failed; the others look after their delay')),
+    );
+  }
+
   paceBy(workAheadMs: () => number): void {
     if (typeof workAheadMs !== 'function') throw new InvalidArgumentError('workAheadMs', 'a function', workAheadMs);
     this.#pacer.workAheadMs = workAheadMs;
@@ -590,8 +628,10 @@ export class PgBroker implements BrokerBackend {
     const S = this.#names.S;
     const sentAt = this.#pacer.start();
     const rows = await this.#db.query<{ id: string; body: Buffer; queue: string; deliveries: number; token: string; priority: number; create_index: string; seq: string }>(
-      `SELECT * FROM ${S}.lease_ready($1::text[], $2::int, $3::float8, $4::uuid)`,
-      [types, max, this.#lease.nackTimeoutMs, this.#nodeId],
+      `SELECT * FROM ${S}.lease_ready($1::text[], $2::int, $3::float8, $4::uuid, $5::float8)`,
+      // Finding fewer than asked for records this process as waiting for these types until its next polls, unless
+      // its threads have work ahead: an enqueue should name a process that can start the evaluation now.
+      [types, max, this.#lease.nackTimeoutMs, this.#nodeId, this.#pacer.threadsBusy() ? 0 : 2 * this.#pollMs],
       'a dequeue',
     );
     this.#pacer.answered(sentAt);
@@ -1143,8 +1183,9 @@ export class PgBroker implements BrokerBackend {
     if (this.#closed) return;
     this.#closed = true;
     for (const waiter of [...this.#waiters]) this.#settleWaiter(waiter, new BrokerDisabledError('dequeue'), undefined);
-    for (const timer of [this.#pollTimer, this.#ackWait, this.#paceTimer, this.#ackLinger]) if (timer !== undefined) this.#clock.clearTimer(timer);
+    for (const timer of [this.#pollTimer, this.#ackWait, this.#paceTimer, this.#ackLinger, this.#lookTimer]) if (timer !== undefined) this.#clock.clearTimer(timer);
     this.#pollTimer = undefined;
+    this.#lookTimer = undefined;
     this.#ackWait = undefined;
     this.#paceTimer = undefined;
     this.#ackLinger = undefined;
@@ -1160,6 +1201,10 @@ export class PgBroker implements BrokerBackend {
     } catch (error) {
       this.#logger.warn({ err: error }, 'could not give back the deliveries held at close; their leases will end');
     }
+    // No enqueue should name this process any more (a row left behind stands until its time runs out).
+    await this.#db
+      .query(`DELETE FROM ${this.#names.S}.waiting_dequeues WHERE holder = $1`, [this.#nodeId], 'leaving')
+      .catch((error: unknown) => this.#logger.warn({ err: error }, 'could not withdraw this process from the waiting dequeues'));
     this.#leases.close();
     this.#outcomes.close();
   }

@@ -49,7 +49,7 @@ describe('commit durability of the broker\'s transactions', { skip: skipWithoutD
       await client.query('COMMIT');
 
       await client.query('BEGIN');
-      const leased = await client.query<{ id: string; token: string }>(`SELECT * FROM ${S}.lease_ready($1::text[], 1, 30000, $2::uuid)`, [['place'], node]);
+      const leased = await client.query<{ id: string; token: string }>(`SELECT * FROM ${S}.lease_ready($1::text[], 1, 30000, $2::uuid, 0)`, [['place'], node]);
       assert.deepEqual(leased.rows.map((r) => r.id), ['e1']);
       assert.equal(await commitMode(), 'off', 'a lease does not wait for its flush');
       await client.query('COMMIT');

@@ -1,0 +1,152 @@
+/**
+ * An idle enqueue wakes one waiting process (migration 11). In SQL: a fetch that finds fewer rows than it asked for
+ * records its process as waiting for those types, and an enqueue that makes one evaluation ready names one such
+ * process in its notification (the others get an empty payload: everyone). In the broker: a named process that no
+ * longer waits passes the notification on, and another process waiting for it looks too after a short lead, in
+ * case the named one died. Manual clocks that the test does not advance keep polls and leads out of the way,
+ * except where a test advances one.
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, describe, test } from 'node:test';
+import { pino } from 'pino';
+import type { Pool, PoolClient } from 'pg';
+import { encodeValue } from '../../src/postgres/codec.js';
+import { Database } from '../../src/postgres/database.js';
+import { migrate } from '../../src/postgres/migrate.js';
+import { schemaNames } from '../../src/postgres/names.js';
+import { adminPool, databaseUrl, dropSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
+import { openRecordedBackend, type RecordedBackend } from './recorded-backend.js';
+
+requireDatabaseInCI();
+const silent = pino({ level: 'silent' });
+
+/** Enqueues `ids` of type `type` in one call of the schema's `enqueue`, as no engine process: none kicks itself. */
+async function enqueueInSql(pool: Pool, S: string, ids: readonly string[], type: string): Promise<void> {
+  await pool.query(
+    `SELECT * FROM ${S}.enqueue($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::bigint[], $7::bigint[], $8::float8[],
+       $9::float8[], $10::bytea[], $11::jsonb[], $12::uuid)`,
+    [ids, ids.map(() => 'default'), ids, ids.map(() => type), ids.map(() => 50), ids.map(() => 0), ids.map(() => 0), ids.map(() => null),
+      ids.map(() => null), ids.map((id) => encodeValue({ id, jobId: id, type, priority: 50 })), ids.map(() => null), randomUUID()],
+  );
+}
+
+describe('an idle enqueue wakes one waiting process', { skip: skipWithoutDatabase, timeout: 30_000 }, () => {
+  const admin: Pool | undefined = skipWithoutDatabase === false ? adminPool() : undefined;
+  const schemas: string[] = [];
+  after(async () => {
+    for (const s of schemas) await dropSchema(admin!, s);
+    await admin?.end();
+  });
+
+  test('in SQL: a fetch that finds too little stands as waiting, and a single enqueue names one such process', async () => {
+    const schema = schemaName('waiting');
+    schemas.push(schema);
+    const db = new Database({ connectionString: databaseUrl, pool: undefined, applicationName: 'tickpool-test', onIdleError: (e) => silent.warn(e) });
+    try {
+      await migrate(db, schemaNames(schema));
+    } finally {
+      await db.close();
+    }
+    const S = `"${schema}"`;
+    const listener: PoolClient = await admin!.connect();
+    const payloads: string[] = [];
+    let heard: () => void = () => undefined;
+    listener.on('notification', (m) => {
+      payloads.push(m.payload ?? '');
+      heard();
+    });
+    await listener.query(`LISTEN "${schemaNames(schema).channels.ready}"`);
+    /** Enqueues `ids` of type `type` in one call and answers the payload of the notification it sent. */
+    const enqueue = async (ids: string[], type = 'place'): Promise<string> => {
+      const before = payloads.length;
+      const notified = new Promise<void>((resolve) => (heard = () => payloads.length > before && resolve()));
+      await enqueueInSql(admin!, S, ids, type);
+      await notified;
+      return payloads[before]!;
+    };
+    const lease = async (holder: string, types: string[], max: number, waitMs = 60_000): Promise<number> =>
+      (await admin!.query(`SELECT * FROM ${S}.lease_ready($1::text[], $2::int, 30000, $3::uuid, $4::float8)`, [types, max, holder, waitMs])).rowCount ?? 0;
+    const standing = async (): Promise<string[]> =>
+      (await admin!.query<{ holder: string }>(`SELECT holder FROM ${S}.waiting_dequeues WHERE until > clock_timestamp() ORDER BY holder`)).rows.map((r) => r.holder);
+    try {
+      const [low, high] = [randomUUID(), randomUUID()].sort() as [string, string];
+      const other = randomUUID();
+      assert.equal(await lease(high, ['place'], 4), 0);
+      assert.equal(await lease(low, ['place'], 4), 0);
+      assert.equal(await lease(other, ['other'], 4), 0);
+      assert.deepEqual(await standing(), [low, high, other].sort());
+
+      assert.equal(await enqueue(['e1']), low, 'one ready evaluation names one process waiting for its type');
+      assert.deepEqual(await standing(), [high, other].sort(), 'and takes it off the waiting');
+      assert.equal(await enqueue(['e2']), high);
+      assert.equal(await enqueue(['e3']), '', 'nobody else waits for the type: everyone');
+      assert.equal(await enqueue(['e4', 'e5']), '', 'a batch goes to everyone');
+
+      // A fetch that leases all it asked for stops standing; one that finds fewer stands again.
+      assert.equal(await lease(low, ['place'], 2), 2);
+      assert.deepEqual(await standing(), [other]);
+      assert.equal(await lease(low, ['place'], 8), 3);
+      assert.deepEqual(await standing(), [low, other].sort());
+      // Without a wait (its threads have work ahead) it stops standing too.
+      assert.equal(await lease(low, ['place'], 8, 0), 0);
+      assert.deepEqual(await standing(), [other]);
+      // A row whose time ran out is passed over.
+      assert.equal(await lease(high, ['place'], 4), 0);
+      await admin!.query(`UPDATE ${S}.waiting_dequeues SET until = clock_timestamp() - interval '1 second' WHERE holder = $1`, [high]);
+      assert.equal(await enqueue(['e6']), '');
+    } finally {
+      listener.release();
+    }
+  });
+
+  /** Two backends on one schema, each with one dequeue waiting for `service`, both standing as waiting. */
+  async function twoWaiting(): Promise<{ schema: string; named: RecordedBackend; other: RecordedBackend; namedDequeue: AbortController; otherGot: Promise<unknown> }> {
+    const schema = schemaName('waiting');
+    schemas.push(schema);
+    const a = await openRecordedBackend(schema);
+    const b = await openRecordedBackend(schema);
+    opened.push(a, b);
+    const controllers = [new AbortController(), new AbortController()];
+    const got = [a, b].map((r, i) => r.backend.broker.dequeue(['service'], 600_000, controllers[i]!.signal).catch((error: unknown) => error));
+    // Both fetched and found nothing: both stand.
+    while ((await admin!.query(`SELECT count(*)::int AS n FROM "${schema}".waiting_dequeues`)).rows[0].n < 2) await new Promise((r) => setImmediate(r));
+    const first = [a, b].sort((x, y) => (x.backend.nodeId < y.backend.nodeId ? -1 : 1))[0]!;
+    const i = first === a ? 0 : 1;
+    return { schema, named: first, other: first === a ? b : a, namedDequeue: controllers[i]!, otherGot: got[1 - i]! };
+  }
+  const opened: RecordedBackend[] = [];
+  after(async () => {
+    for (const r of opened) {
+      await r.backend.close();
+      await r.pool.end();
+    }
+  });
+
+  test('a named process that no longer waits passes the notification on to everyone', async () => {
+    const { named, other, namedDequeue, otherGot } = await twoWaiting();
+    // The named one stops waiting; its row still stands, so the next enqueue names it.
+    namedDequeue.abort();
+    await named.backend.broker.enqueue({ id: 'passed-on', jobId: 'job-p', type: 'service' }).accepted;
+    // Neither clock moves, so no poll and no lead runs: only the passed-on notification can reach the other.
+    const delivery = (await otherGot) as { evaluation: { id: string } } | undefined;
+    assert.equal(delivery?.evaluation.id, 'passed-on');
+    assert.equal(other.clock.now(), 1_000_000);
+  });
+
+  test('the others look after their lead when the named process does not take it', async () => {
+    const { schema, other, otherGot } = await twoWaiting();
+    // A process that stands first and never answers (it died after its last fetch): every single enqueue names it.
+    await admin!.query(
+      `INSERT INTO "${schema}".waiting_dequeues (holder, types, until) VALUES ('00000000-0000-4000-8000-000000000000', '{service}', clock_timestamp() + interval '1 minute')`,
+    );
+    await enqueueInSql(admin!, `"${schema}"`, ['looked-for'], 'service');
+    let delivery: { evaluation: { id: string } } | undefined;
+    void otherGot.then((d) => (delivery = d as typeof delivery));
+    for (let i = 0; i < 20 && delivery === undefined; i++) await new Promise((r) => setImmediate(r));
+    assert.equal(delivery, undefined, 'not before the lead');
+    // The other heard a notification naming someone else: it looks once its lead has passed.
+    other.clock.advance(50);
+    assert.equal(((await otherGot) as { evaluation: { id: string } }).evaluation.id, 'looked-for');
+  });
+});
