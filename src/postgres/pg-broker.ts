@@ -516,7 +516,7 @@ export class PgBroker implements BrokerBackend {
 
   /** This process was named but waits for nothing: the notification goes to everyone instead. */
   #passOn(): void {
-    if (this.#closed) return;
+    // Also while closing: a process that is leaving must not swallow what was meant for a waiting one.
     this.#track(
       this.#db
         .query(`SELECT pg_notify($1, '')`, [this.#names.channels.ready], 'a ready notification')
@@ -1201,7 +1201,9 @@ export class PgBroker implements BrokerBackend {
     } catch (error) {
       this.#logger.warn({ err: error }, 'could not give back the deliveries held at close; their leases will end');
     }
-    // No enqueue should name this process any more (a row left behind stands until its time runs out).
+    // No enqueue should name this process any more (a row left behind stands until its time runs out). A fetch
+    // still out would stand it again: after that one.
+    while (this.#fetching) await new Promise<void>((resolve) => setImmediate(resolve));
     await this.#db
       .query(`DELETE FROM ${this.#names.S}.waiting_dequeues WHERE holder = $1`, [this.#nodeId], 'leaving')
       .catch((error: unknown) => this.#logger.warn({ err: error }, 'could not withdraw this process from the waiting dequeues'));

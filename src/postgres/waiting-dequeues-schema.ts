@@ -18,8 +18,9 @@
  *   that no longer waits, is the broker's (`PgBroker`): they look too after a short delay, it passes the
  *   notification on to everyone. So a named process that died only delays that evaluation by the short delay.
  *
- * `lease_ready` gains `p_wait_ms` (a new signature; the old one is dropped) and keeps migration 10's asynchronous
- * commit; `enqueue` is version 1's with its last notification replaced. Both are re-given migration 10's plan
+ * `lease_ready` gains `p_wait_ms` (a new signature whose default, 0, also serves a process of the release before,
+ * still running, that calls it with four arguments; the old signature is dropped) and keeps migration 10's
+ * asynchronous commit; `enqueue` is version 1's with its last notification replaced. Both are re-given migration 10's plan
  * setting, which a CREATE OR REPLACE drops.
  */
 import { genericPlansSchema } from './generic-plans-schema.js';
@@ -34,7 +35,7 @@ export function waitingDequeuesSchema(schema: string, S: string, K: number, chan
     [
       [
         `CREATE OR REPLACE FUNCTION ${S}.lease_ready(p_types text[], p_max integer, p_lease_ms float8, p_holder uuid)`,
-        `CREATE FUNCTION ${S}.lease_ready(p_types text[], p_max integer, p_lease_ms float8, p_holder uuid, p_wait_ms float8)`,
+        `CREATE FUNCTION ${S}.lease_ready(p_types text[], p_max integer, p_lease_ms float8, p_holder uuid, p_wait_ms float8 DEFAULT 0)`,
       ],
       ['#variable_conflict use_column\nBEGIN', '#variable_conflict use_column\nDECLARE\n  v_leased integer;\nBEGIN'],
       [
@@ -45,6 +46,8 @@ export function waitingDequeuesSchema(schema: string, S: string, K: number, chan
     INSERT INTO ${S}.waiting_dequeues AS w (holder, types, until)
     VALUES (p_holder, p_types, clock_timestamp() + p_wait_ms * interval '1 millisecond')
     ON CONFLICT (holder) DO UPDATE SET types = EXCLUDED.types, until = EXCLUDED.until;
+    -- Rows of processes that ended without leaving (a crash): gone a minute after their time ran out.
+    DELETE FROM ${S}.waiting_dequeues w WHERE w.until < clock_timestamp() - interval '1 minute';
   ELSE
     DELETE FROM ${S}.waiting_dequeues w WHERE w.holder = p_holder;
   END IF;

@@ -31,7 +31,7 @@ function recordStatements(pool: Pool, sent: string[]): void {
 }
 
 /** Opens a backend on `schema` (type `service` known; long nack delays) with its statements recorded. */
-export async function openRecordedBackend(schema: string, nackTimeoutMs = 600_000): Promise<RecordedBackend> {
+export async function openRecordedBackend(schema: string, nackTimeoutMs = 600_000, pollMs = 1000): Promise<RecordedBackend> {
   const pool = new Pool({ connectionString: databaseUrl, max: 4 });
   const sent: string[] = [];
   recordStatements(pool, sent);
@@ -40,6 +40,7 @@ export async function openRecordedBackend(schema: string, nackTimeoutMs = 600_00
     schema,
     pool,
     clock,
+    pollMs,
     broker: { nackTimeoutMs, deliveryLimit: 3, initialNackDelayMs: 100_000, subsequentNackDelayMs: 200_000, knownTypes: ['service'] },
   });
   return { backend, pool, clock, sent };

@@ -81,12 +81,14 @@ describe('an idle enqueue wakes one waiting process', { skip: skipWithoutDatabas
       assert.deepEqual(await standing(), [high, other].sort(), 'and takes it off the waiting');
       assert.equal(await enqueue(['e2']), high);
       assert.equal(await enqueue(['e3']), '', 'nobody else waits for the type: everyone');
-      assert.equal(await enqueue(['e4', 'e5']), '', 'a batch goes to everyone');
+      assert.equal(await lease(low, ['place'], 8), 3, 'e1 to e3');
+      assert.equal(await enqueue(['e4', 'e5']), '', 'a batch goes to everyone, though a process stands for its type');
+      assert.deepEqual(await standing(), [low, other].sort(), 'and takes no one off the waiting');
 
       // A fetch that leases all it asked for stops standing; one that finds fewer stands again.
       assert.equal(await lease(low, ['place'], 2), 2);
       assert.deepEqual(await standing(), [other]);
-      assert.equal(await lease(low, ['place'], 8), 3);
+      assert.equal(await lease(low, ['place'], 8), 0);
       assert.deepEqual(await standing(), [low, other].sort());
       // Without a wait (its threads have work ahead) it stops standing too.
       assert.equal(await lease(low, ['place'], 8, 0), 0);
@@ -95,6 +97,15 @@ describe('an idle enqueue wakes one waiting process', { skip: skipWithoutDatabas
       assert.equal(await lease(high, ['place'], 4), 0);
       await admin!.query(`UPDATE ${S}.waiting_dequeues SET until = clock_timestamp() - interval '1 second' WHERE holder = $1`, [high]);
       assert.equal(await enqueue(['e6']), '');
+      // A row whose time ran out a minute ago (its process crashed) goes with the next fetch that stands.
+      await admin!.query(`UPDATE ${S}.waiting_dequeues SET until = clock_timestamp() - interval '2 minutes' WHERE holder = $1`, [high]);
+      assert.equal(await lease(low, ['other'], 8), 0);
+      const { rows: left } = await admin!.query<{ holder: string }>(`SELECT holder FROM ${S}.waiting_dequeues ORDER BY holder`);
+      assert.deepEqual(left.map((r) => r.holder), [low, other].sort());
+      // A process of the release before calls it with four arguments: the default (0) serves it, and it does not stand.
+      const four = await admin!.query(`SELECT * FROM ${S}.lease_ready($1::text[], 8, 30000, $2::uuid)`, [['place'], low]);
+      assert.deepEqual(four.rows.map((r: { id: string }) => r.id), ['e6']);
+      assert.deepEqual(await standing(), [other]);
     } finally {
       listener.release();
     }
@@ -104,8 +115,9 @@ describe('an idle enqueue wakes one waiting process', { skip: skipWithoutDatabas
   async function twoWaiting(): Promise<{ schema: string; named: RecordedBackend; other: RecordedBackend; namedDequeue: AbortController; otherGot: Promise<unknown> }> {
     const schema = schemaName('waiting');
     schemas.push(schema);
-    const a = await openRecordedBackend(schema);
-    const b = await openRecordedBackend(schema);
+    // A long poll interval: the rows stand for two of them in database time, whatever the manual clocks say.
+    const a = await openRecordedBackend(schema, 600_000, 60_000);
+    const b = await openRecordedBackend(schema, 600_000, 60_000);
     opened.push(a, b);
     const controllers = [new AbortController(), new AbortController()];
     const got = [a, b].map((r, i) => r.backend.broker.dequeue(['service'], 600_000, controllers[i]!.signal).catch((error: unknown) => error));
@@ -140,12 +152,14 @@ describe('an idle enqueue wakes one waiting process', { skip: skipWithoutDatabas
     await admin!.query(
       `INSERT INTO "${schema}".waiting_dequeues (holder, types, until) VALUES ('00000000-0000-4000-8000-000000000000', '{service}', clock_timestamp() + interval '1 minute')`,
     );
-    await enqueueInSql(admin!, `"${schema}"`, ['looked-for'], 'service');
     let delivery: { evaluation: { id: string } } | undefined;
     void otherGot.then((d) => (delivery = d as typeof delivery));
-    for (let i = 0; i < 20 && delivery === undefined; i++) await new Promise((r) => setImmediate(r));
+    const timers = other.clock.pendingTimers;
+    await enqueueInSql(admin!, `"${schema}"`, ['looked-for'], 'service');
+    // The other hears a notification naming someone else and arms its lead (nothing else arms a timer on a clock
+    // that does not move): wait for that timer.
+    while (other.clock.pendingTimers === timers) await new Promise((r) => setTimeout(r, 1));
     assert.equal(delivery, undefined, 'not before the lead');
-    // The other heard a notification naming someone else: it looks once its lead has passed.
     other.clock.advance(50);
     assert.equal(((await otherGot) as { evaluation: { id: string } }).evaluation.id, 'looked-for');
   });
