@@ -78,12 +78,16 @@ describe('an idle enqueue wakes one waiting process', { skip: skipWithoutDatabas
       assert.deepEqual(await standing(), [low, high, other].sort());
 
       assert.equal(await enqueue(['e1']), low, 'one ready evaluation names one process waiting for its type');
-      assert.deepEqual(await standing(), [high, other].sort(), 'and takes it off the waiting');
-      assert.equal(await enqueue(['e2']), high);
-      assert.equal(await enqueue(['e3']), '', 'nobody else waits for the type: everyone');
-      assert.equal(await lease(low, ['place'], 8), 3, 'e1 to e3');
-      assert.equal(await enqueue(['e4', 'e5']), '', 'a batch goes to everyone, though a process stands for its type');
-      assert.deepEqual(await standing(), [low, other].sort(), 'and takes no one off the waiting');
+      assert.equal(await enqueue(['e2']), low, 'the same one while it stands');
+      assert.deepEqual(await standing(), [low, high, other].sort(), 'an enqueue only reads who stands');
+      // Its threads have work ahead (no wait): it stops standing, and the next one is named.
+      assert.equal(await lease(low, ['place'], 8, 0), 2);
+      assert.equal(await enqueue(['e3']), high);
+      assert.equal(await lease(high, ['place'], 8, 0), 1);
+      assert.equal(await enqueue(['e4']), '', 'nobody waits for the type: everyone');
+      assert.equal(await lease(low, ['place'], 8), 1, 'e4');
+      assert.equal(await enqueue(['e5', 'e5b']), '', 'a batch goes to everyone, though a process stands for its type');
+      assert.deepEqual(await standing(), [low, other].sort());
 
       // A fetch that leases all it asked for stops standing; one that finds fewer stands again.
       assert.equal(await lease(low, ['place'], 2), 2);
@@ -96,7 +100,7 @@ describe('an idle enqueue wakes one waiting process', { skip: skipWithoutDatabas
       // A row whose time ran out is passed over.
       assert.equal(await lease(high, ['place'], 4), 0);
       await admin!.query(`UPDATE ${S}.waiting_dequeues SET until = clock_timestamp() - interval '1 second' WHERE holder = $1`, [high]);
-      assert.equal(await enqueue(['e6']), '');
+      assert.equal(await enqueue(['e6']), '', 'its time ran out');
       // A row whose time ran out a minute ago (its process crashed) goes with the next fetch that stands.
       await admin!.query(`UPDATE ${S}.waiting_dequeues SET until = clock_timestamp() - interval '2 minutes' WHERE holder = $1`, [high]);
       assert.equal(await lease(low, ['other'], 8), 0);
