@@ -7,15 +7,10 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, describe, test } from 'node:test';
-import { pino } from 'pino';
 import { encodeValue } from '../../src/postgres/codec.js';
-import { Database } from '../../src/postgres/database.js';
-import { migrate } from '../../src/postgres/migrate.js';
-import { schemaNames } from '../../src/postgres/names.js';
-import { adminPool, databaseUrl, dropSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
+import { adminPool, dropSchema, migratedSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
 
 requireDatabaseInCI();
-const silent = pino({ level: 'silent' });
 
 describe('commit durability of the broker\'s transactions', { skip: skipWithoutDatabase }, () => {
   const admin = skipWithoutDatabase === false ? adminPool() : undefined;
@@ -26,12 +21,7 @@ describe('commit durability of the broker\'s transactions', { skip: skipWithoutD
   });
 
   test('an enqueue and an ack commit synchronously; a lease asynchronously, for its own transaction only', async () => {
-    const db = new Database({ connectionString: databaseUrl, pool: undefined, applicationName: 'tickpool-test', onIdleError: (e) => silent.warn(e) });
-    try {
-      await migrate(db, schemaNames(schema));
-    } finally {
-      await db.close();
-    }
+    await migratedSchema(schema);
     const S = `"${schema}"`;
     const node = randomUUID();
     const client = await admin!.connect();

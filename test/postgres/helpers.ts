@@ -8,6 +8,10 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
 import { Pool } from 'pg';
+import { pino } from 'pino';
+import { Database } from '../../src/postgres/database.js';
+import { migrate } from '../../src/postgres/migrate.js';
+import { schemaNames } from '../../src/postgres/names.js';
 
 export const databaseUrl: string | undefined = process.env['TICKPOOL_TEST_DATABASE_URL'] || undefined;
 
@@ -32,6 +36,17 @@ export function schemaName(prefix = 't'): string {
 export function adminPool(): Pool {
   if (databaseUrl === undefined) throw new Error(HOW);
   return new Pool({ connectionString: databaseUrl, max: 4 });
+}
+
+/** Creates `schema` at the code's version, as a starting process would, with no backend left running on it. */
+export async function migratedSchema(schema: string): Promise<void> {
+  const silent = pino({ level: 'silent' });
+  const db = new Database({ connectionString: databaseUrl, pool: undefined, applicationName: 'tickpool-test', onIdleError: (e) => silent.warn(e) });
+  try {
+    await migrate(db, schemaNames(schema));
+  } finally {
+    await db.close();
+  }
 }
 
 /** Drops the schema (and everything in it). */

@@ -9,17 +9,13 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, describe, test } from 'node:test';
-import { pino } from 'pino';
 import type { Pool, PoolClient } from 'pg';
 import { encodeValue } from '../../src/postgres/codec.js';
-import { Database } from '../../src/postgres/database.js';
-import { migrate } from '../../src/postgres/migrate.js';
 import { schemaNames } from '../../src/postgres/names.js';
-import { adminPool, databaseUrl, dropSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
+import { adminPool, dropSchema, migratedSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
 import { openRecordedBackend, type RecordedBackend } from './recorded-backend.js';
 
 requireDatabaseInCI();
-const silent = pino({ level: 'silent' });
 
 /** Enqueues `ids` of type `type` in one call of the schema's `enqueue`, as no engine process: none kicks itself. */
 async function enqueueInSql(pool: Pool, S: string, ids: readonly string[], type: string): Promise<void> {
@@ -42,12 +38,7 @@ describe('an idle enqueue wakes one waiting process', { skip: skipWithoutDatabas
   test('in SQL: a fetch that finds too little stands as waiting, and a single enqueue names one such process', async () => {
     const schema = schemaName('waiting');
     schemas.push(schema);
-    const db = new Database({ connectionString: databaseUrl, pool: undefined, applicationName: 'tickpool-test', onIdleError: (e) => silent.warn(e) });
-    try {
-      await migrate(db, schemaNames(schema));
-    } finally {
-      await db.close();
-    }
+    await migratedSchema(schema);
     const S = `"${schema}"`;
     const listener: PoolClient = await admin!.connect();
     const payloads: string[] = [];
