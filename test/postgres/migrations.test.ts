@@ -6,7 +6,7 @@ import { Database } from '../../src/postgres/database.js';
 import { GENERIC_PLAN_FUNCTIONS } from '../../src/postgres/generic-plans-schema.js';
 import { migrate, migrations, SCHEMA_VERSION } from '../../src/postgres/migrate.js';
 import { schemaNames } from '../../src/postgres/names.js';
-import { adminPool, databaseUrl, dropSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
+import { adminPool, databaseUrl, dropSchema, migratedSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
 
 requireDatabaseInCI();
 const silent = pino({ level: 'silent' });
@@ -38,20 +38,15 @@ describe('migrations', { skip: skipWithoutDatabase }, () => {
   test('the broker\'s per-call functions plan their statements once per session, not at every call', async () => {
     const schema = schemaName();
     schemas.push(schema);
-    const db = database();
-    try {
-      await migrate(db, schemaNames(schema));
-      const { rows } = await admin!.query<{ proname: string; proconfig: string[] | null }>(
-        `SELECT p.proname, p.proconfig FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-          WHERE n.nspname = $1 AND p.proname = ANY($2::text[]) ORDER BY p.proname`,
-        [schema, GENERIC_PLAN_FUNCTIONS],
-      );
-      // Each named function exists once (no overload left behind by a later migration) and carries the setting.
-      assert.deepEqual(rows.map((r) => r.proname), [...GENERIC_PLAN_FUNCTIONS].sort());
-      for (const row of rows) assert.deepEqual(row.proconfig, ['plan_cache_mode=force_generic_plan'], row.proname);
-    } finally {
-      await db.close();
-    }
+    await migratedSchema(schema);
+    const { rows } = await admin!.query<{ proname: string; proconfig: string[] | null }>(
+      `SELECT p.proname, p.proconfig FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+        WHERE n.nspname = $1 AND p.proname = ANY($2::text[]) ORDER BY p.proname`,
+      [schema, GENERIC_PLAN_FUNCTIONS],
+    );
+    // Each named function exists once (no overload left behind by a later migration) and carries the setting.
+    assert.deepEqual(rows.map((r) => r.proname), [...GENERIC_PLAN_FUNCTIONS].sort());
+    for (const row of rows) assert.deepEqual(row.proconfig, ['plan_cache_mode=force_generic_plan'], row.proname);
   });
 
   test('concurrent starts apply each migration once (the transaction-scoped lock serializes them)', async () => {
