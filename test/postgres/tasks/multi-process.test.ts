@@ -47,6 +47,11 @@ interface Scenario {
   /** Attempts of every process, the lost one's included. */
   readonly attempts: Attempt[];
   readonly lostAt: number;
+  /**
+   * When the lost process could no longer run anything: read once `kill()` has returned (the signal sent), since
+   * the process runs on until then and may record an end stamped after `lostAt`. For a cut, `lostAt`.
+   */
+  readonly killedAt: number;
   readonly startedAt: number;
   readonly stoppedAt: number;
   /** The tasks the lost process held when it was lost. */
@@ -105,8 +110,10 @@ async function runScenario(admin: Pool, how: 'kill' | 'cut', dir: string): Promi
   const member = await memberOf(admin, S, lost.pid);
   const orphans = (await admin.query(`SELECT task_id FROM ${S}.task_state WHERE owner = $1 ORDER BY task_id`, [member])).rows.map((r: { task_id: string }) => r.task_id);
   const lostAt = Date.now();
+  let killedAt = lostAt;
   if (how === 'kill') {
     lost.kill9();
+    killedAt = Date.now();
     assert.equal((await lost.exited).signal, 'SIGKILL');
   } else {
     proxy.cut();
@@ -123,7 +130,7 @@ async function runScenario(admin: Pool, how: 'kill' | 'cut', dir: string): Promi
   }
   await proxy.close();
 
-  const attempts = processes.flatMap((p) => readAttempts(p.recordFile, p === lost && how === 'kill' ? lostAt : Infinity));
+  const attempts = processes.flatMap((p) => readAttempts(p.recordFile, p === lost && how === 'kill' ? killedAt : Infinity));
   {
     // The database may have recorded an attempt's start on the lost process that its handler never wrote a line for:
     // killed after the commit and before the handler's first line, or cut off with the commit's answer on its way
@@ -137,7 +144,7 @@ async function runScenario(admin: Pool, how: 'kill' | 'cut', dir: string): Promi
     );
     for (const row of rows as Array<{ task_id: string; scheduled_for: number; entry: { when: number; attempt: number } }>) {
       const written = attempts.some((a) => a.process === lost.name && a.task === row.task_id && a.scheduledFor === row.scheduled_for && a.attempt === row.entry.attempt);
-      if (!written) attempts.push({ task: row.task_id, scheduledFor: row.scheduled_for, process: lost.name, start: row.entry.when, end: lostAt, attempt: row.entry.attempt, cutShort: true });
+      if (!written) attempts.push({ task: row.task_id, scheduledFor: row.scheduled_for, process: lost.name, start: row.entry.when, end: killedAt, attempt: row.entry.attempt, cutShort: true });
     }
   }
   const log = (await admin.query(`SELECT task_id, scheduled_for, status, final_status, attempts, processes, history FROM ${S}.task_run_log`)).rows as LogRow[];
@@ -150,7 +157,7 @@ async function runScenario(admin: Pool, how: 'kill' | 'cut', dir: string): Promi
     )
   ).rows[0] as { lease_end: string; claims: Array<{ task: string; claimedAt: number }> };
   await dropSchema(admin, schema);
-  return { timeline: { leaseEnd: Number(timeline.lease_end) - lostAt, claims: timeline.claims.map((c) => `${c.task} +${c.claimedAt - lostAt}`) }, log, schema, processes, attempts, lostAt, startedAt, stoppedAt, orphans, claims: owners.map((r: { n: number }) => r.n), lost };
+  return { timeline: { leaseEnd: Number(timeline.lease_end) - lostAt, claims: timeline.claims.map((c) => `${c.task} +${c.claimedAt - lostAt}`) }, log, schema, processes, attempts, lostAt, killedAt, startedAt, stoppedAt, orphans, claims: owners.map((r: { n: number }) => r.n), lost };
 }
 
 function byTask(attempts: readonly Attempt[]): Map<string, Attempt[]> {
@@ -237,7 +244,7 @@ describe('three engine processes sharing 60 tasks on PostgreSQL', { skip: skipWi
     t.diagnostic(`kill -9 → every orphaned task running elsewhere: ${slowest} ms (lease ended +${s.timeline.leaseEnd} ms; claims ${s.timeline.claims.slice(0, 3).join(', ')} …)`);
     const killed = s.attempts.filter((a) => a.process === s.lost.name);
     assert.ok(killed.length > 0, 'the killed process ran tasks before it died');
-    assert.ok(killed.every((a) => a.end <= s.lostAt), 'nothing of the killed process runs after its kill');
+    assert.ok(killed.every((a) => a.end <= s.killedAt), 'nothing of the killed process runs after its kill');
   });
 
   test("one process's database connections cut five seconds in: it cancels its runs before its lease can pass", async (t) => {
