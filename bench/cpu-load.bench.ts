@@ -11,6 +11,7 @@
 import { pathToFileURL } from 'node:url';
 import { createEngine, type Engine } from '../src/engine.js';
 import { Latency, nowUs, round } from './lib/latency.js';
+import { MEAN_MS, mixedCosts, SHORT_MS } from './lib/mixed-costs.js';
 import { openLoop } from './lib/open-loop.js';
 import { withPiscina } from './lib/piscina-pool.js';
 import { printTable } from './lib/table.js';
@@ -20,10 +21,6 @@ const fixture = (name: string): URL => new URL(`./fixtures/${name}.js`, import.m
 
 /** CPU per job of the sweep, ms; 0 is a no-op. */
 export const SWEEP_COSTS_MS: readonly number[] = [0, 0.1, 1, 10];
-/** Mixed load: the share of long jobs and the two costs, ms. */
-const LONG_SHARE = 0.01;
-const LONG_MS = 100;
-const SHORT_MS = 1;
 
 interface EngineRun {
   readonly engine: Engine;
@@ -135,22 +132,6 @@ export async function compareCost(threads: number, costMs: number, { quick = fal
   };
 }
 
-/** The mixed job sequence: the same on both sides (a seeded generator), so both see the same long jobs. */
-export function mixedCosts(count: number, seed = 0x9e3779b9): Float64Array {
-  const costs = new Float64Array(count);
-  let state = seed >>> 0;
-  for (let i = 0; i < count; i++) {
-    // mulberry32
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    const u = ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    costs[i] = u < LONG_SHARE ? LONG_MS : SHORT_MS;
-  }
-  return costs;
-}
-
 interface FairnessSide {
   readonly short: Latency;
   readonly maxShortUs: number;
@@ -232,8 +213,7 @@ export interface FairnessComparison {
  */
 export async function compareFairness(threads: number, load: number, count: number): Promise<FairnessComparison> {
   const costs = mixedCosts(count);
-  const meanMs = LONG_SHARE * LONG_MS + (1 - LONG_SHARE) * SHORT_MS;
-  const ratePerSec = (load * threads * 1000) / meanMs;
+  const ratePerSec = (load * threads * 1000) / MEAN_MS;
   const raw = await piscinaMixed(threads, costs, ratePerSec);
   globalThis.gc?.();
   const engine = await engineMixed(threads, costs, ratePerSec);

@@ -5,7 +5,8 @@
  * graphile-worker's from `addJob` in one process to its task's start in another.
  *
  *   node dist/bench/postgres.bench.js --url postgres://… [--jobs 100000] [--processes 3] [--samples 200]
- *     [--plans 20000] [--keys 300] [--parts tickpool,batched,unbatched,plans,latency,graphile-latency] [--floor 0.25] [--cost-ms 0]
+ *     [--plans 20000] [--keys 300] [--parts tickpool,batched,unbatched,plans,latency,graphile-latency,mixed] [--floor 0.25]
+ *     [--cost-ms 0] [--mixed-jobs 4000] [--mixed-rate 200]
  *
  * `--cost-ms X` makes every job of the throughput parts burn X ms of CPU (tickpool on its pool thread, graphile-worker
  * in its task), and adds each side's share of the cores' limit (cores × 1000 / X jobs/s).
@@ -13,6 +14,15 @@
  * The plan part: `--plans` evaluations, each adding one to one of `--keys` counters read from its process's replica,
  * so processes conflict on shared counters; it reports plans committed per second and the attempts refused, and
  * exits 1 unless the counters add up to the plans committed.
+ *
+ * The mixed part (fairness under CPU-bound work): the mix of the in-memory fairness bench (1% of jobs burn 100 ms, 99%
+ * 1 ms), `--mixed-jobs` of them offered open loop from this process at `--mixed-rate` jobs/s, to tickpool's worker
+ * processes (one pool thread each) and then to graphile-worker's (unbatched, the task burns the CPU). The default
+ * rate is a light load on 2 cores: the jobs take a fifth of them, each system's own work per job about as much
+ * again (at 300/s both systems' short jobs already wait 10 ms at p50 here). The figure is the short jobs' latency from each job's due time (no coordinated omission)
+ * to its done: on tickpool once its ack has committed, on graphile-worker when its task returns (before graphile-worker
+ * stores the completion, a point earlier than tickpool's). It also counts tickpool's nack timeouts: with the default
+ * nack timeout, any is spurious.
  *
  * With `--floor`, the batched ratio is checked: a run below it is repeated (the two throughputs, alternately), and
  * the process exits 1 when the best of three is still below.
@@ -29,6 +39,9 @@ import { Pool } from 'pg';
 import { pino } from 'pino';
 import { createEngine, type EvaluationInput } from '../src/index.js';
 import { postgresBackend } from '../src/postgres/index.js';
+import { Latency } from './lib/latency.js';
+import { MEAN_MS, mixedCosts, SHORT_MS } from './lib/mixed-costs.js';
+import { openLoop } from './lib/open-loop.js';
 
 const { values } = parseArgs({
   options: {
@@ -47,6 +60,9 @@ const { values } = parseArgs({
     floor: { type: 'string' },
     // CPU each job of the throughput parts burns, ms (0: no-op jobs), on tickpool's pool thread or in graphile-worker's task.
     'cost-ms': { type: 'string' },
+    // The mixed part: how many jobs, offered at how many per second.
+    'mixed-jobs': { type: 'string' },
+    'mixed-rate': { type: 'string' },
   },
 });
 const url = values.url ?? process.env['TICKPOOL_TEST_DATABASE_URL'];
@@ -62,13 +78,21 @@ const WARM_UP = 20;
 const CONCURRENCY = Number(values.concurrency ?? 64);
 const PLANS = Number(values.plans ?? 20_000);
 const KEYS = Number(values.keys ?? 300);
-const PARTS = new Set((values.parts ?? 'tickpool,batched,unbatched,plans,latency,graphile-latency').split(','));
+const PARTS = new Set((values.parts ?? 'tickpool,batched,unbatched,plans,latency,graphile-latency,mixed').split(','));
 const FLOOR = values.floor === undefined ? undefined : Number(values.floor);
 const COST_MS = Number(values['cost-ms'] ?? 0);
 if (!(COST_MS >= 0)) {
   process.stderr.write(`--cost-ms takes the CPU ms each job burns, >= 0 (got ${values['cost-ms']})\n`);
   process.exit(2);
 }
+const MIXED_JOBS = Number(values['mixed-jobs'] ?? 4_000);
+const MIXED_RATE = Number(values['mixed-rate'] ?? 200);
+if (!(Number.isInteger(MIXED_JOBS) && MIXED_JOBS > 0) || !(MIXED_RATE > 0)) {
+  process.stderr.write(`--mixed-jobs takes a count > 0 and --mixed-rate jobs/s > 0 (got ${values['mixed-jobs']}, ${values['mixed-rate']})\n`);
+  process.exit(2);
+}
+/** The share of the machine's cores the mixed part's jobs alone take. */
+const MIXED_CORE_SHARE = (MIXED_RATE * MEAN_MS) / (availableParallelism() * 1000);
 /** Jobs per second the machine's cores could run at COST_MS each, if nothing else ran. */
 const CORES_LIMIT = (availableParallelism() * 1000) / COST_MS;
 if (FLOOR !== undefined && (!(FLOOR > 0) || !PARTS.has('tickpool') || !PARTS.has('batched'))) {
@@ -97,18 +121,30 @@ async function stopWorkers(children: readonly ChildProcess[]): Promise<void> {
   })));
 }
 
-/** How many jobs the workers have finished between them (each counts its own). */
-async function finished(children: readonly ChildProcess[]): Promise<number> {
-  const counts = await Promise.all(children.map((c) => new Promise<number>((resolve) => {
-    const onMessage = (m: { type: string; n: number }): void => {
+interface Counts {
+  /** Jobs finished (acked or failed). */
+  readonly finished: number;
+  /** Deliveries a tickpool process's broker timed out (0 on graphile-worker). */
+  readonly nackTimeouts: number;
+}
+
+/** What the workers have counted between them (each counts its own). */
+async function counts(children: readonly ChildProcess[]): Promise<Counts> {
+  const each = await Promise.all(children.map((c) => new Promise<Counts>((resolve) => {
+    const onMessage = (m: { type: string; n: number; nackTimeouts?: number }): void => {
       if (m.type !== 'count') return;
       c.off('message', onMessage);
-      resolve(m.n);
+      resolve({ finished: m.n, nackTimeouts: m.nackTimeouts ?? 0 });
     };
     c.on('message', onMessage);
     c.send({ type: 'count' });
   })));
-  return counts.reduce((a, b) => a + b, 0);
+  return { finished: each.reduce((a, b) => a + b.finished, 0), nackTimeouts: each.reduce((a, b) => a + b.nackTimeouts, 0) };
+}
+
+/** How many jobs the workers have finished between them. */
+async function finished(children: readonly ChildProcess[]): Promise<number> {
+  return (await counts(children)).finished;
 }
 
 async function waitUntilFinished(children: readonly ChildProcess[], jobs: number): Promise<void> {
@@ -282,6 +318,95 @@ async function graphileIdleLatency(): Promise<number[]> {
   }
 }
 
+interface MixedSide {
+  /** The short jobs' latency, due time → done, µs. */
+  readonly short: Latency;
+  readonly maxShortUs: number;
+  readonly nackTimeouts: number;
+}
+
+/**
+ * Offers the mix open loop (`send(i, costMs)` at each job's due time) to workers that report each job as `done`, and
+ * records the short jobs' latency from their due times. The first `done` of a job counts: a redelivered job's second
+ * is ignored (and shows as a nack timeout on tickpool).
+ */
+async function offerMixed(workers: readonly ChildProcess[], send: (index: number, costMs: number) => Promise<unknown>): Promise<MixedSide> {
+  const costs = mixedCosts(MIXED_JOBS);
+  const due = new Float64Array(costs.length);
+  const seen = new Uint8Array(costs.length);
+  const short = new Latency();
+  let maxShortUs = 0;
+  let left = costs.length;
+  let finish!: () => void;
+  let fail!: (error: unknown) => void;
+  const allDone = new Promise<void>((resolve, reject) => ((finish = resolve), (fail = reject)));
+  const onDone = (m: { type: string; index: number; at: number }): void => {
+    if (m.type !== 'done' || seen[m.index] === 1) return;
+    seen[m.index] = 1;
+    if (costs[m.index] === SHORT_MS) {
+      const us = m.at * 1000 - due[m.index]!;
+      short.recordUs(us);
+      if (us > maxShortUs) maxShortUs = us;
+    }
+    if (--left === 0) finish();
+  };
+  for (const w of workers) w.on('message', onDone);
+  try {
+    await openLoop(
+      costs.length,
+      MIXED_RATE,
+      (i, dueUs) => {
+        due[i] = dueUs;
+        send(i, costs[i]!).catch(fail);
+      },
+      allDone,
+    );
+  } finally {
+    for (const w of workers) w.off('message', onDone);
+  }
+  return { short, maxShortUs, nackTimeouts: (await counts(workers)).nackTimeouts };
+}
+
+/** Short jobs warming connections and code before the mix: `count` of them, waited for by the workers' count. */
+async function warmUp(workers: readonly ChildProcess[], count: number, send: () => Promise<unknown>): Promise<void> {
+  await Promise.all(Array.from({ length: count }, send));
+  await waitUntilFinished(workers, count);
+}
+
+/** The mix on tickpool's worker processes, enqueued from the front engine. */
+async function tickpoolMixed(): Promise<MixedSide> {
+  const schema = `bench_mx_${randomBytes(3).toString('hex')}`;
+  const engine = await front(schema);
+  const workers = await startWorkers('tickpool', schema);
+  for (const w of workers) w.send({ type: 'go' });
+  try {
+    await warmUp(workers, 200, () => engine.enqueue({ type: 'cost', payload: { ms: SHORT_MS } }).accepted);
+    return await offerMixed(workers, (index, ms) => engine.enqueue({ type: 'cost', payload: { ms, index } }).accepted);
+  } finally {
+    await stopWorkers(workers);
+    await engine.stop();
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  }
+}
+
+/** The mix on graphile-worker's processes (unbatched), added with `addJob` from this process. */
+async function graphileMixed(): Promise<MixedSide> {
+  const schema = `bench_gm_${randomBytes(3).toString('hex')}`;
+  const utils = await makeWorkerUtils({ connectionString: url!, schema });
+  let workers: ChildProcess[] = [];
+  try {
+    await utils.migrate();
+    workers = await startWorkers('graphile', schema);
+    for (const w of workers) w.send({ type: 'go' });
+    await warmUp(workers, 200, () => utils.addJob('noop', { ms: SHORT_MS }));
+    return await offerMixed(workers, (index, ms) => utils.addJob('noop', { ms, index }));
+  } finally {
+    await stopWorkers(workers);
+    await utils.release();
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  }
+}
+
 const quantile = (sorted: readonly number[], q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
 
 try {
@@ -298,6 +423,8 @@ try {
   const plans = PARTS.has('plans') ? await tickpoolPlans() : undefined;
   const latency = PARTS.has('latency') ? await tickpoolIdleLatency() : [];
   const graphileLatency = PARTS.has('graphile-latency') ? await graphileIdleLatency() : [];
+  const mixed = PARTS.has('mixed') ? await tickpoolMixed() : undefined;
+  const graphileMix = PARTS.has('mixed') ? await graphileMixed() : undefined;
   const row = (name: string, value: string): string => `${name.padEnd(58)} ${value}`;
   // A part left out by --parts reads "not run" rather than NaN.
   const figure = (value: number, format: (v: number) => string): string => (Number.isNaN(value) ? 'not run' : format(value));
@@ -305,6 +432,8 @@ try {
   const perSecond = (value: number): string => figure(value, (v) => v.toFixed(0));
   const latencies = (sorted: readonly number[]): string =>
     sorted.length === 0 ? 'not run' : `${quantile(sorted, 0.5).toFixed(2)} ms / ${quantile(sorted, 0.99).toFixed(2)} ms`;
+  const mixedFigures = (side: MixedSide | undefined): string =>
+    side === undefined ? 'not run' : [side.short.percentileUs(50), side.short.percentileUs(99), side.maxShortUs].map((us) => `${(us / 1000).toFixed(1)} ms`).join(' / ');
   const lines = [
     `PostgreSQL backend vs graphile-worker 0.17.3: ${JOBS} ${COST_MS > 0 ? `jobs of ${COST_MS} ms CPU` : 'no-op jobs'}, ${PROCESSES} processes, concurrency ${CONCURRENCY} each`,
     row('ratio: tickpool / graphile-worker batched (goal >= 1.0, CI floor 0.25)', ratio(tickpool / batched)),
@@ -326,6 +455,10 @@ try {
     ),
     row(`enqueue → scheduler entry in another process, idle, p50 / p99 (${SAMPLES})`, latencies(latency)),
     row(`graphile-worker addJob → task start in another process, idle, p50 / p99`, latencies(graphileLatency)),
+    row("ratio: mixed load, short jobs' p99, graphile-worker / tickpool (> 1: tickpool's wait less)", ratio((graphileMix?.short.percentileUs(99) ?? Number.NaN) / (mixed?.short.percentileUs(99) ?? Number.NaN))),
+    row(`mixed load, ${MIXED_JOBS} jobs at ${MIXED_RATE}/s (${Math.round(MIXED_CORE_SHARE * 100)}% of the cores): short jobs' p50 / p99 / max`, mixedFigures(mixed)),
+    row(`  graphile-worker unbatched, the same load: p50 / p99 / max`, mixedFigures(graphileMix)),
+    row(`  tickpool nack timeouts in the mixed part (any is spurious)`, mixed === undefined ? 'not run' : String(mixed.nackTimeouts)),
   ];
   process.stdout.write(`${lines.join('\n')}\n`);
   if (plans !== undefined && (plans.sum !== plans.committed || plans.committed + plans.failed !== PLANS)) {
