@@ -39,9 +39,13 @@ export function createPool(o: ResolvedEngineOptions, slots: SlotTable, backend: 
     onThreadExit: (exit) => events.emit('engine:thread-exit', exit),
     onModuleError: (threadIndex, error) => events.emit('engine:module-error', { threadIndex, error }),
   });
-  // A broker with round trips batches them while the threads have work queued (see `BrokerBackend.paceBy`); it asks
-  // on every dequeue and ack, and a second of work ahead is more than any round trip it paces.
-  backend.broker.paceBy?.(() => pool.workAheadMs(WORK_AHEAD_COUNTED_MS));
+  // A broker with round trips batches them while the threads have work queued, and leases only while a thread will be
+  // free soon (see `BrokerBackend.paceBy`); it asks on every dequeue and ack, and a second of work ahead is more than
+  // any round trip it paces.
+  backend.broker.paceBy?.(
+    () => pool.workAheadMs(WORK_AHEAD_COUNTED_MS),
+    (withinMs) => pool.threadsFreeWithin(withinMs),
+  );
   return pool;
 }
 

@@ -162,8 +162,13 @@ export interface BrokerBackend {
    * batches instead of one statement per evaluation; a broker with no round trips has nothing to pace and need not
    * implement it. Called synchronously and often: it must be cheap and must not call back into the broker. It may
    * stop counting past a second (the answer is then at least that).
+   *
+   * `threadsFree(withinMs)`, when given, answers how many threads could start another evaluation within `withinMs`
+   * (the pool's `threadsFreeWithin`): a broker that leases for its process while other processes serve the same queue
+   * takes nothing while it is 0, so that what it leases does not wait here behind work (an item running far past
+   * its prediction, say) while another process's thread idles. The same rules for the call.
    */
-  paceBy?(workAheadMs: () => number): void;
+  paceBy?(workAheadMs: () => number, threadsFree?: (withinMs: number) => number): void;
 
   /**
    * Counts by state. A shared broker reports the whole cluster's counts, and may answer with a promise.

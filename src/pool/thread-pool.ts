@@ -324,6 +324,33 @@ export class ThreadPool {
     return ms / threads;
   }
 
+  /**
+   * How many threads could start another item within `horizonMs`: what a broker that leases for this process, with
+   * other processes' threads beside these, asks before it takes more, so that what it leases does not wait here
+   * behind work while a thread elsewhere idles. A thread is free once the predicted rest of its running item and the
+   * items assigned behind it have run. One whose running item has overrun its prediction by more than the budget is
+   * busy for an unknown time (a long item among short ones of its kind): it does not count. A thread not running yet (not
+   * started, idle-stopped, respawning) counts: it starts on demand.
+   */
+  threadsFreeWithin(horizonMs: number): number {
+    const now = performance.now();
+    let free = 0;
+    let ready = 0;
+    for (const channel of this.#channels) {
+      if (channel === undefined || !channel.isReady) continue;
+      ready++;
+      const running = this.#firstAssigned(channel);
+      if (running === undefined) {
+        free++;
+        continue;
+      }
+      const runningForMs = Number.isNaN(running.startedPerf) ? 0 : now - running.startedPerf;
+      if (runningForMs > running.predictedMs + this.#limits.budgetMs) continue;
+      if (Math.max(0, running.predictedMs - runningForMs) + channel.loadMs - running.predictedMs < horizonMs) free++;
+    }
+    return free + Math.max(0, this.#options.maxThreads - ready);
+  }
+
   /** Replica index each thread has applied (read from shared memory). */
   appliedIndex(threadIndex: number): number {
     return this.#board.appliedIndex(threadIndex);

@@ -503,8 +503,9 @@ export class PgBroker implements BrokerBackend {
     if (payload === '') {
       this.kick();
     } else if (payload === this.#nodeId) {
-      // Threads with work ahead would make the fetch wait (`#fetchCanWait`): an idle process gets it instead.
-      if (this.#waiters.length > 0 && !this.#paused && this.#enabled && !this.#pacer.threadsBusy()) this.kick();
+      // Threads with work ahead would make the fetch wait (`#fetchCanWait`), threads none of which is free soon would
+      // not fetch: a process that can start it now gets it instead.
+      if (this.#waiters.length > 0 && !this.#paused && this.#enabled && !this.#pacer.threadsBusy() && this.#pacer.threadFreeSoon()) this.kick();
       else this.#passOn();
     } else if (this.#waiters.length > 0 && this.#lookTimer === undefined && !this.#closed) {
       this.#lookTimer = this.#clock.setTimer(() => {
@@ -524,9 +525,11 @@ export class PgBroker implements BrokerBackend {
     );
   }
 
-  paceBy(workAheadMs: () => number): void {
+  paceBy(workAheadMs: () => number, threadsFree?: (withinMs: number) => number): void {
     if (typeof workAheadMs !== 'function') throw new InvalidArgumentError('workAheadMs', 'a function', workAheadMs);
+    if (threadsFree !== undefined && typeof threadsFree !== 'function') throw new InvalidArgumentError('threadsFree', 'a function or undefined', threadsFree);
     this.#pacer.workAheadMs = workAheadMs;
+    this.#pacer.threadsFree = threadsFree;
   }
 
   /**
@@ -536,11 +539,16 @@ export class PgBroker implements BrokerBackend {
    */
   #fetchCanWait(): boolean {
     if (this.#waiters.length >= this.#leases.size || !this.#pacer.threadsBusy()) return false;
+    this.#recheckPaceSoon();
+    return true;
+  }
+
+  /** A fetch that pacing held back is looked at again after `PACE_RECHECK_MS` at the latest. */
+  #recheckPaceSoon(): void {
     this.#paceTimer ??= this.#clock.setTimer(() => {
       this.#paceTimer = undefined;
       this.kick();
     }, PACE_RECHECK_MS, { unref: true });
-    return true;
   }
 
   /**
@@ -591,6 +599,11 @@ export class PgBroker implements BrokerBackend {
           while (!this.#paused && this.#enabled && !this.#closed) {
             const waiting = this.#waiters.filter((w) => w.key === key);
             if (waiting.length === 0) break;
+            // Only for threads free soon; meanwhile the dequeue a finished evaluation brings, or the recheck, looks again.
+            if (!this.#pacer.threadFreeSoon()) {
+              this.#recheckPaceSoon();
+              break;
+            }
             const rows = await this.#fetch(waiting[0]!.types, Math.min(MAX_FETCH, waiting.length));
             for (const row of rows) {
               const waiter = this.#waiters.find((w) => w.key === key);

@@ -9,6 +9,10 @@
  * threads have more unstarted work ahead of them (the pool's prediction, per thread) than `ROUND_TRIPS` of its
  * recent round trips, and at least `MIN_AHEAD_MS`: then the threads stay busy through the wait and through the
  * round trip after it. Idle, or with short work, nothing is ahead and nothing waits.
+ *
+ * A fetch also waits while no thread will be free within `LEASE_AHEAD_MS` (the pool's `threadsFreeWithin`):
+ * evaluations leased here wait for these threads while the other processes' threads may idle, and one leased behind
+ * an item that runs far past its prediction (a long one among short ones of its type) would wait out that item.
  */
 import type { Clock } from '../clock.js';
 
@@ -20,12 +24,18 @@ import type { Clock } from '../clock.js';
 const ROUND_TRIPS = 2;
 /** The least work ahead, ms, that lets a statement wait: below it a round trip's jitter would starve a thread. */
 const MIN_AHEAD_MS = 2;
+/**
+ * How soon a thread must be free for a fetch to go, ms: a few of the cluster's round trips, the wait an evaluation
+ * left to another process would see anyway.
+ */
+export const LEASE_AHEAD_MS = 20;
 /** Weight of the newest round trip in the running estimate. */
 const SMOOTHING = 0.2;
 
 export class RoundTripPacer {
   readonly #clock: Clock;
   #workAheadMs: (() => number) | undefined = undefined;
+  #threadsFree: ((withinMs: number) => number) | undefined = undefined;
   /** Running estimate of a statement's round trip, ms. */
   #roundTripMs = 1;
 
@@ -36,6 +46,27 @@ export class RoundTripPacer {
   /** Where the threads' work ahead is read (the engine's pool); undefined: never wait. */
   set workAheadMs(read: (() => number) | undefined) {
     this.#workAheadMs = read;
+  }
+
+  /** Where the threads free soon are counted (the engine's pool); undefined: always some. */
+  set threadsFree(read: ((withinMs: number) => number) | undefined) {
+    this.#threadsFree = read;
+  }
+
+  /**
+   * Whether a thread will be free within `LEASE_AHEAD_MS` to start what a fetch leases. A reading that throws or is
+   * not a count is taken as yes: pacing must never stop fetches for good.
+   */
+  threadFreeSoon(): boolean {
+    const read = this.#threadsFree;
+    if (read === undefined) return true;
+    let free: number;
+    try {
+      free = read(LEASE_AHEAD_MS);
+    } catch {
+      return true;
+    }
+    return !(Number.isSafeInteger(free) && free >= 0) || free > 0;
   }
 
   /** The running round-trip estimate, ms. */

@@ -2,7 +2,8 @@
  * Fetches and acks paced by the threads' work ahead (`paceBy`), against a real PostgreSQL: while the threads have
  * work queued, an ack waits for company (up to its bound) and a fetch waits until as many dequeues wait as
  * deliveries are held, so CPU-bound work travels dozens to a statement; with nothing ahead, each goes at once, as
- * when idle. The work ahead is a number the test sets and time is a manual clock: nothing here depends on timing.
+ * when idle. A fetch also waits while no thread will be free soon (`threadsFree`). The work ahead and the threads
+ * free are numbers the test sets and time is a manual clock: nothing here depends on timing.
  */
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
@@ -11,6 +12,7 @@ import type { Backend } from '../../src/backend/backend.js';
 import type { BrokerBackend } from '../../src/backend/broker-backend.js';
 import type { Delivery } from '../../src/broker/broker-types.js';
 import type { ManualClock } from '../../src/clock.js';
+import { LEASE_AHEAD_MS } from '../../src/postgres/round-trip-pacer.js';
 import { adminPool, dropSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
 import { openRecordedBackend } from './recorded-backend.js';
 
@@ -163,5 +165,48 @@ describe('round trips paced by the threads work ahead, on PostgreSQL', { skip: s
     await broker.ack(held!.evaluation.id, held!.token);
     assert.deepEqual(sent, ['lease 1', 'ack 1']);
     await broker.ack(next!.evaluation.id, next!.token);
+  });
+
+  test('while no thread will be free soon, a fetch waits; once one will, the next look serves every waiting dequeue', async () => {
+    const ahead = { ms: 0 };
+    const { broker, sent, clock } = await open(6, ahead);
+    const free = { n: 0 };
+    const asked: number[] = [];
+    broker.paceBy!(
+      () => ahead.ms,
+      (withinMs) => {
+        asked.push(withinMs);
+        return free.n;
+      },
+    );
+    sent.length = 0;
+    const served: Array<Delivery | undefined> = [];
+    const waiting = Array.from({ length: 5 }, () => broker.dequeue(['service'], 0).then((d) => void served.push(d)));
+    await settle();
+    assert.deepEqual(sent, [], 'five dequeues wait, no thread is free soon: no fetch');
+    assert.ok(asked.length > 0 && asked.every((ms) => ms === LEASE_AHEAD_MS), `asked within LEASE_AHEAD_MS: ${asked.join(', ')}`);
+    clock.advance(10);
+    await settle();
+    assert.deepEqual(sent, [], 'the recheck finds none free either');
+    free.n = 1;
+    clock.advance(10);
+    await Promise.all(waiting);
+    assert.deepEqual(sent, ['lease 5'], 'one fetch for the five');
+    assert.deepEqual(served.map((d) => d?.evaluation.id).sort(), ['e0', 'e1', 'e2', 'e3', 'e4']);
+    for (const d of served) await broker.ack(d!.evaluation.id, d!.token);
+  });
+
+  test('a reading of the threads that throws or is not a count lets the fetch go', async () => {
+    const ahead = { ms: 0 };
+    const { broker } = await open(4, ahead);
+    broker.paceBy!(() => ahead.ms, () => {
+      throw new Error('the pool is gone');
+    });
+    const first = await Promise.all([broker.dequeue(['service'], 0), broker.dequeue(['service'], 0)]);
+    broker.paceBy!(() => ahead.ms, () => Number.NaN);
+    const second = await Promise.all([broker.dequeue(['service'], 0), broker.dequeue(['service'], 0)]);
+    assert.deepEqual([...first, ...second].map((d) => d?.evaluation.id).sort(), ['e0', 'e1', 'e2', 'e3']);
+    for (const d of [...first, ...second]) await broker.ack(d!.evaluation.id, d!.token);
+    assert.throws(() => broker.paceBy!(() => 0, 'free' as never), { code: 'ERR_INVALID_ARGUMENT' });
   });
 });
