@@ -10,9 +10,11 @@
  * recent round trips, and at least `MIN_AHEAD_MS`: then the threads stay busy through the wait and through the
  * round trip after it. Idle, or with short work, nothing is ahead and nothing waits.
  *
- * A fetch also waits while no thread will be free within `LEASE_AHEAD_MS` (the pool's `threadsFreeWithin`):
+ * A fetch also waits while no thread will be free within that same margin (the pool's `threadsFreeWithin`):
  * evaluations leased here wait for these threads while the other processes' threads may idle, and one leased behind
- * an item that runs far past its prediction (a long one among short ones of its type) would wait out that item.
+ * an item that runs far past its prediction (a long one among short ones of its type) would wait out that item. The
+ * margin is kept narrow for this: a prediction that is wrong lets a fetch through only while the item's predicted
+ * end is that near, not for as long as a wider horizon would.
  */
 import type { Clock } from '../clock.js';
 
@@ -23,12 +25,7 @@ import type { Clock } from '../clock.js';
  */
 const ROUND_TRIPS = 2;
 /** The least work ahead, ms, that lets a statement wait: below it a round trip's jitter would starve a thread. */
-const MIN_AHEAD_MS = 2;
-/**
- * How soon a thread must be free for a fetch to go, ms: a few of the cluster's round trips, the wait an evaluation
- * left to another process would see anyway.
- */
-export const LEASE_AHEAD_MS = 20;
+export const MIN_AHEAD_MS = 2;
 /** Weight of the newest round trip in the running estimate. */
 const SMOOTHING = 0.2;
 
@@ -54,15 +51,15 @@ export class RoundTripPacer {
   }
 
   /**
-   * Whether a thread will be free within `LEASE_AHEAD_MS` to start what a fetch leases. A reading that throws or is
-   * not a count is taken as yes: pacing must never stop fetches for good.
+   * Whether a thread will be free within the margin to start what a fetch leases. A reading that throws or is not a
+   * count is taken as yes: pacing must never stop fetches for good.
    */
   threadFreeSoon(): boolean {
     const read = this.#threadsFree;
     if (read === undefined) return true;
     let free: number;
     try {
-      free = read(LEASE_AHEAD_MS);
+      free = read(this.#marginMs());
     } catch {
       return true;
     }
@@ -95,6 +92,11 @@ export class RoundTripPacer {
     } catch {
       return false;
     }
-    return ahead > Math.max(MIN_AHEAD_MS, ROUND_TRIPS * this.#roundTripMs);
+    return ahead > this.#marginMs();
+  }
+
+  /** `ROUND_TRIPS` of the recent round trips, and at least `MIN_AHEAD_MS`. */
+  #marginMs(): number {
+    return Math.max(MIN_AHEAD_MS, ROUND_TRIPS * this.#roundTripMs);
   }
 }
