@@ -515,12 +515,20 @@ export class PgBroker implements BrokerBackend {
     }
   }
 
-  /** This process was named but waits for nothing: the notification goes to everyone instead. */
+  /**
+   * This process was named but cannot start it now: the notification goes to everyone instead, and the process stops
+   * standing as waiting, so that the enqueues after it name a process that can (it stands again at its next fetch
+   * that finds too little with a thread free).
+   */
   #passOn(): void {
     // Also while closing: a process that is leaving must not swallow what was meant for a waiting one.
     this.#track(
       this.#db
-        .query(`SELECT pg_notify($1, '')`, [this.#names.channels.ready], 'a ready notification')
+        .query(
+          `WITH unstand AS (DELETE FROM ${this.#names.S}.waiting_dequeues WHERE holder = $2) SELECT pg_notify($1, '')`,
+          [this.#names.channels.ready, this.#nodeId],
+          'a ready notification',
+        )
         .catch((error: unknown) => this.#logger.warn({ err: error }, 'passing a ready notification on failed; the others look after their delay')),
     );
   }

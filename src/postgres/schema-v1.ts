@@ -13,7 +13,8 @@
  *   Whoever takes evaluation rows first (dequeue, the reaper, heartbeats) takes them with SKIP LOCKED and job locks
  *   only with `pg_try_advisory_xact_lock`, so it never waits while holding them. Migration 11's `waiting_dequeues`
  *   rows come after all of these: only fetches write them, after the rows they lease (its holder's, or one that
- *   ran out a minute ago), so a fetch may wait for another fetch that holds nothing else it needs; enqueues read
+ *   ran out a minute ago), and a named process that passes a notification on deletes its own in a statement that
+ *   takes nothing else, so a writer may wait only for another that holds nothing else it needs; enqueues read
  *   them without a lock.
  * - A delivery is the pair (id, token) while `state = 'unacked'`; its lease is `lease_until`, in database time.
  * - An evaluation whose outcome is known has `outcome` set, once (`COALESCE`): acked, failed, superseded or removed.

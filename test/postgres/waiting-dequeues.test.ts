@@ -131,7 +131,7 @@ describe('an idle enqueue wakes one waiting process', { skip: skipWithoutDatabas
   });
 
   test('a named process that no longer waits passes the notification on to everyone', async () => {
-    const { named, other, namedDequeue, otherGot } = await twoWaiting();
+    const { schema, named, other, namedDequeue, otherGot } = await twoWaiting();
     // The named one stops waiting; its row still stands, so the next enqueue names it.
     namedDequeue.abort();
     await named.backend.broker.enqueue({ id: 'passed-on', jobId: 'job-p', type: 'service' }).accepted;
@@ -139,6 +139,10 @@ describe('an idle enqueue wakes one waiting process', { skip: skipWithoutDatabas
     const delivery = (await otherGot) as { evaluation: { id: string } } | undefined;
     assert.equal(delivery?.evaluation.id, 'passed-on');
     assert.equal(other.clock.now(), 1_000_000);
+    // It stopped standing with that: the next enqueue does not name it again.
+    await named.backend.broker.idle();
+    const { rows } = await admin!.query<{ holder: string }>(`SELECT holder FROM "${schema}".waiting_dequeues`);
+    assert.ok(!rows.some((r) => r.holder === named.backend.nodeId), 'the named process no longer stands');
   });
 
   test('the others look after their lead when the named process does not take it', async () => {
