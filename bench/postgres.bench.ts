@@ -34,7 +34,7 @@ import { randomBytes } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { makeWorkerUtils } from 'graphile-worker';
+import { makeWorkerUtils, type WorkerUtils } from 'graphile-worker';
 import { Pool } from 'pg';
 import { pino } from 'pino';
 import { createEngine, type EvaluationInput } from '../src/index.js';
@@ -264,20 +264,17 @@ async function tickpoolPlans(): Promise<PlanPart> {
   }
 }
 
-/** Enqueue in this process → the scheduler's entry in a worker process, idle, one at a time: ms. */
-async function tickpoolIdleLatency(): Promise<number[]> {
-  const schema = `bench_lat_${randomBytes(3).toString('hex')}`;
+/**
+ * Runs `part` with a front engine on a fresh schema and the worker processes started on it (working), then stops
+ * them and drops the schema.
+ */
+async function onTickpoolWorkers<T>(prefix: string, part: (engine: FrontEngine, workers: readonly ChildProcess[]) => Promise<T>): Promise<T> {
+  const schema = `${prefix}_${randomBytes(3).toString('hex')}`;
   const engine = await front(schema);
   const workers = await startWorkers('tickpool', schema);
   for (const w of workers) w.send({ type: 'go' });
   try {
-    const samples: number[] = [];
-    for (let i = 0; i < WARM_UP + SAMPLES; i++) {
-      const sent = performance.timeOrigin + performance.now();
-      const outcome = await engine.run<number>({ type: 'entry' });
-      if (i >= WARM_UP) samples.push(outcome.value - sent);
-    }
-    return samples.sort((a, b) => a - b);
+    return await part(engine, workers);
   } finally {
     await stopWorkers(workers);
     await engine.stop();
@@ -286,16 +283,43 @@ async function tickpoolIdleLatency(): Promise<number[]> {
 }
 
 /**
- * `addJob` in this process → graphile-worker's task start in a worker process (unbatched, its default), idle, one
- * at a time, measured as tickpool's: ms. Each sample waits for the job's completion to be stored before the next.
+ * Runs `part` with graphile-worker (unbatched) migrated into a fresh schema and its worker processes started on it
+ * (not yet told to go: `part` does, once it listens), then stops them and drops the schema.
  */
-async function graphileIdleLatency(): Promise<number[]> {
-  const schema = `bench_gl_${randomBytes(3).toString('hex')}`;
+async function onGraphileWorkers<T>(prefix: string, part: (utils: WorkerUtils, workers: readonly ChildProcess[], schema: string) => Promise<T>): Promise<T> {
+  const schema = `${prefix}_${randomBytes(3).toString('hex')}`;
   const utils = await makeWorkerUtils({ connectionString: url!, schema });
   let workers: ChildProcess[] = [];
   try {
     await utils.migrate();
     workers = await startWorkers('graphile', schema);
+    return await part(utils, workers, schema);
+  } finally {
+    await stopWorkers(workers);
+    await utils.release();
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  }
+}
+
+/** Enqueue in this process → the scheduler's entry in a worker process, idle, one at a time: ms. */
+function tickpoolIdleLatency(): Promise<number[]> {
+  return onTickpoolWorkers('bench_lat', async (engine) => {
+    const samples: number[] = [];
+    for (let i = 0; i < WARM_UP + SAMPLES; i++) {
+      const sent = performance.timeOrigin + performance.now();
+      const outcome = await engine.run<number>({ type: 'entry' });
+      if (i >= WARM_UP) samples.push(outcome.value - sent);
+    }
+    return samples.sort((a, b) => a - b);
+  });
+}
+
+/**
+ * `addJob` in this process → graphile-worker's task start in a worker process (unbatched, its default), idle, one
+ * at a time, measured as tickpool's: ms. Each sample waits for the job's completion to be stored before the next.
+ */
+function graphileIdleLatency(): Promise<number[]> {
+  return onGraphileWorkers('bench_gl', async (utils, workers, schema) => {
     let onEntry: (at: number) => void = () => undefined;
     for (const w of workers) w.on('message', (m: { type: string; at: number }) => void (m.type === 'entry' && onEntry(m.at)));
     for (const w of workers) w.send({ type: 'go' });
@@ -311,11 +335,7 @@ async function graphileIdleLatency(): Promise<number[]> {
       }
     }
     return samples.sort((a, b) => a - b);
-  } finally {
-    await stopWorkers(workers);
-    await utils.release();
-    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  }
+  });
 }
 
 interface MixedSide {
@@ -374,37 +394,20 @@ async function warmUp(workers: readonly ChildProcess[], count: number, send: () 
 }
 
 /** The mix on tickpool's worker processes, enqueued from the front engine. */
-async function tickpoolMixed(): Promise<MixedSide> {
-  const schema = `bench_mx_${randomBytes(3).toString('hex')}`;
-  const engine = await front(schema);
-  const workers = await startWorkers('tickpool', schema);
-  for (const w of workers) w.send({ type: 'go' });
-  try {
+function tickpoolMixed(): Promise<MixedSide> {
+  return onTickpoolWorkers('bench_mx', async (engine, workers) => {
     await warmUp(workers, 200, () => engine.enqueue({ type: 'cost', payload: { ms: SHORT_MS } }).accepted);
-    return await offerMixed(workers, (index, ms) => engine.enqueue({ type: 'cost', payload: { ms, index } }).accepted);
-  } finally {
-    await stopWorkers(workers);
-    await engine.stop();
-    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  }
+    return offerMixed(workers, (index, ms) => engine.enqueue({ type: 'cost', payload: { ms, index } }).accepted);
+  });
 }
 
 /** The mix on graphile-worker's processes (unbatched), added with `addJob` from this process. */
-async function graphileMixed(): Promise<MixedSide> {
-  const schema = `bench_gm_${randomBytes(3).toString('hex')}`;
-  const utils = await makeWorkerUtils({ connectionString: url!, schema });
-  let workers: ChildProcess[] = [];
-  try {
-    await utils.migrate();
-    workers = await startWorkers('graphile', schema);
+function graphileMixed(): Promise<MixedSide> {
+  return onGraphileWorkers('bench_gm', async (utils, workers) => {
     for (const w of workers) w.send({ type: 'go' });
     await warmUp(workers, 200, () => utils.addJob('noop', { ms: SHORT_MS }));
-    return await offerMixed(workers, (index, ms) => utils.addJob('noop', { ms, index }));
-  } finally {
-    await stopWorkers(workers);
-    await utils.release();
-    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  }
+    return offerMixed(workers, (index, ms) => utils.addJob('noop', { ms, index }));
+  });
 }
 
 const quantile = (sorted: readonly number[], q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
