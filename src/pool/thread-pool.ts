@@ -329,8 +329,8 @@ export class ThreadPool {
    * other processes' threads beside these, asks before it takes more, so that what it leases does not wait here
    * behind work while a thread elsewhere idles. A thread is free once the predicted rest of its running item and the
    * items assigned behind it have run. One whose running item has overrun its prediction by more than the budget is
-   * busy for an unknown time (a long item among short ones of its kind): it does not count. A thread not running yet (not
-   * started, idle-stopped, respawning) counts: it starts on demand.
+   * busy for an unknown time (a long item among short ones of its kind): it does not count. A thread not running
+   * yet (not started, idle-stopped, respawning) counts: it starts on demand.
    */
   threadsFreeWithin(horizonMs: number): number {
     const now = performance.now();
