@@ -51,19 +51,17 @@ export class RoundTripPacer {
   }
 
   /**
-   * Whether a thread will be free within the margin to start what a fetch leases. A reading that throws or is not a
-   * count is taken as yes: pacing must never stop fetches for good.
+   * Whether a thread will be free within the margin to start what a fetch leases. Only a reading of none holds a
+   * fetch back; one that throws or is not a count lets it go: pacing must never stop fetches for good.
    */
   threadFreeSoon(): boolean {
     const read = this.#threadsFree;
     if (read === undefined) return true;
-    let free: number;
     try {
-      free = read(this.#marginMs());
+      return read(this.#marginMs()) !== 0;
     } catch {
       return true;
     }
-    return !(Number.isSafeInteger(free) && free >= 0) || free > 0;
   }
 
   /** The running round-trip estimate, ms. */
