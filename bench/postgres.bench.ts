@@ -19,10 +19,10 @@
  * 1 ms), `--mixed-jobs` of them offered open loop from this process at `--mixed-rate` jobs/s, to tickpool's worker
  * processes (one pool thread each) and then to graphile-worker's (unbatched, the task burns the CPU). The default
  * rate is a light load on 2 cores: the jobs take a fifth of them, each system's own work per job about as much
- * again (at 300/s both systems' short jobs already wait 10 ms at p50 here). The figure is the short jobs' latency from each job's due time (no coordinated omission)
- * to its done: on tickpool once its ack has committed, on graphile-worker when its task returns (before graphile-worker
- * stores the completion, a point earlier than tickpool's). It also counts tickpool's nack timeouts: with the default
- * nack timeout, any is spurious.
+ * again (at 300/s both systems' short jobs already wait 10 ms at p50 here). The figure is the short jobs' latency
+ * from each job's due time (no coordinated omission) to its done: on tickpool once its ack has committed, on
+ * graphile-worker when its task returns (before graphile-worker stores the completion, a point earlier than
+ * tickpool's). It also counts tickpool's nack timeouts: with the default nack timeout, any is spurious.
  *
  * With `--floor`, the batched ratio is checked: a run below it is repeated (the two throughputs, alternately), and
  * the process exits 1 when the best of three is still below.
@@ -41,7 +41,7 @@ import { createEngine, type EvaluationInput } from '../src/index.js';
 import { postgresBackend } from '../src/postgres/index.js';
 import { Latency } from './lib/latency.js';
 import { MEAN_MS, mixedCosts, SHORT_MS } from './lib/mixed-costs.js';
-import { openLoop } from './lib/open-loop.js';
+import { countdown, openLoop } from './lib/open-loop.js';
 
 const { values } = parseArgs({
   options: {
@@ -356,10 +356,9 @@ async function offerMixed(workers: readonly ChildProcess[], send: (index: number
   const seen = new Uint8Array(costs.length);
   const short = new Latency();
   let maxShortUs = 0;
-  let left = costs.length;
-  let finish!: () => void;
+  const { allDone, done } = countdown(costs.length);
   let fail!: (error: unknown) => void;
-  const allDone = new Promise<void>((resolve, reject) => ((finish = resolve), (fail = reject)));
+  const failed = new Promise<never>((_, reject) => (fail = reject));
   const onDone = (m: { type: string; index: number; at: number }): void => {
     if (m.type !== 'done' || seen[m.index] === 1) return;
     seen[m.index] = 1;
@@ -368,7 +367,7 @@ async function offerMixed(workers: readonly ChildProcess[], send: (index: number
       short.recordUs(us);
       if (us > maxShortUs) maxShortUs = us;
     }
-    if (--left === 0) finish();
+    done();
   };
   for (const w of workers) w.on('message', onDone);
   try {
@@ -379,7 +378,7 @@ async function offerMixed(workers: readonly ChildProcess[], send: (index: number
         due[i] = dueUs;
         send(i, costs[i]!).catch(fail);
       },
-      allDone,
+      Promise.race([allDone, failed]),
     );
   } finally {
     for (const w of workers) w.off('message', onDone);
