@@ -14,6 +14,7 @@ import { genericPlansSchema } from './generic-plans-schema.js';
 import { leaseCommitSchema } from './lease-commit-schema.js';
 import { leaseReadySchema } from './lease-ready-schema.js';
 import { namedOutcomesSchema } from './named-outcomes-schema.js';
+import { offerSchema } from './offer-schema.js';
 import { outcomeIdsSchema } from './outcome-ids-schema.js';
 import { schemaV1 } from './schema-v1.js';
 import { runWritesSchema } from './tasks/run-writes-schema.js';
@@ -39,6 +40,7 @@ export const migrations: readonly Migration[] = Object.freeze([
   // The replaced lease_ready first: a CREATE OR REPLACE would drop the plan setting the second part gives it.
   { version: 10, sql: (n: SchemaNames) => leaseCommitSchema(n.S) + genericPlansSchema(n.schema) },
   { version: 11, sql: (n: SchemaNames) => waitingDequeuesSchema(n.schema, n.S, n.K, n.channel) },
+  { version: 12, sql: (n: SchemaNames) => offerSchema(n.schema, n.S, n.K, n.channel) },
 ]);
 
 /** The schema version this code writes and reads. */

@@ -503,16 +503,68 @@ export class PgBroker implements BrokerBackend {
     if (payload === '') {
       this.kick();
     } else if (payload === this.#nodeId) {
-      // Threads with work ahead would make the fetch wait (`#fetchCanWait`), threads none of which is free soon would
-      // not fetch: a process that can start it now gets it instead.
-      if (this.#waiters.length > 0 && !this.#paused && this.#enabled && !this.#pacer.threadsBusy() && this.#pacer.threadFreeSoon()) this.kick();
+      if (this.#canStartNow()) this.kick();
       else this.#passOn();
+    } else if (payload.startsWith('{')) {
+      // An offer (migration 12): a delivery already leased to the process it names; nothing is left to fetch.
+      const offer = offerIn(payload);
+      if (offer === undefined) this.#logger.warn({ payload: payload.slice(0, 200) }, 'a ready notification that is no offer; ignored');
+      else if (offer.holder === this.#nodeId) this.#takeOffer(offer);
     } else if (this.#waiters.length > 0 && this.#lookTimer === undefined && !this.#closed) {
       this.#lookTimer = this.#clock.setTimer(() => {
         this.#lookTimer = undefined;
         this.kick();
       }, NAMED_NOTIFY_LEAD_MS, { unref: true });
     }
+  }
+
+  /**
+   * Whether a dequeue waits here that a thread could start now. Threads with work ahead would make the fetch wait
+   * (`#fetchCanWait`), threads none of which is free soon would not fetch: a process that can start it now gets it
+   * instead.
+   */
+  #canStartNow(): boolean {
+    return this.#waiters.length > 0 && !this.#paused && this.#enabled && !this.#closed && !this.#pacer.threadsBusy() && this.#pacer.threadFreeSoon();
+  }
+
+  /**
+   * The delivery an offer carries goes to a dequeue waiting for its type, as a fetched one would. Its lease began in
+   * the enqueue's transaction, a notification's transit before it is heard: its end here counts from the hearing,
+   * which the extension's margin (at least 20 ms before that end) covers. A process that cannot start it now gives
+   * it back uncharged and passes the notification on.
+   */
+  #takeOffer(offer: Offer): void {
+    const waiter = this.#canStartNow() ? this.#waiters.find((w) => w.types.includes(offer.queue)) : undefined;
+    if (waiter === undefined) {
+      this.#declineOffer(offer);
+      return;
+    }
+    let evaluation: Evaluation;
+    try {
+      evaluation = decodeValue(Buffer.from(offer.body, 'base64')) as Evaluation;
+    } catch (error) {
+      this.#logger.warn({ err: error, evalId: offer.id }, 'an offer whose body does not decode; given back');
+      this.#declineOffer(offer);
+      return;
+    }
+    const held = new Held(offer.id, offer.token, evaluation, offer.queue, 1, this.#clock.now() + this.#lease.nackTimeoutMs);
+    this.#leases.add(held);
+    this.#settleWaiter(waiter, undefined, this.#handOver(held));
+  }
+
+  /** An offer this process cannot start now: back to ready, uncharged, and everyone told; it stops standing. */
+  #declineOffer(offer: Offer): void {
+    const S = this.#names.S;
+    this.#track(
+      this.#db
+        .query(
+          `WITH back AS (SELECT ${S}.give_back($1, $2) AS ok), unstand AS (DELETE FROM ${S}.waiting_dequeues WHERE holder = $3)
+           SELECT pg_notify($4, '') FROM back`,
+          [offer.id, offer.token, this.#nodeId, this.#names.channels.ready],
+          'a declined offer',
+        )
+        .catch((error: unknown) => this.#logger.warn({ err: error, evalId: offer.id }, 'giving an offer back failed; its lease will end instead')),
+    );
   }
 
   /**
@@ -649,9 +701,9 @@ export class PgBroker implements BrokerBackend {
     const S = this.#names.S;
     const sentAt = this.#pacer.start();
     const rows = await this.#db.query<{ id: string; body: Buffer; queue: string; deliveries: number; token: string; priority: number; create_index: string; seq: string }>(
-      `SELECT * FROM ${S}.lease_ready($1::text[], $2::int, $3::float8, $4::uuid, $5::float8)`,
+      `SELECT * FROM ${S}.lease_ready($1::text[], $2::int, $3::float8, $4::uuid, $5::float8, true)`,
       // Finding fewer than asked for records this process as waiting for these types until its next polls, unless
-      // its threads have work ahead: an enqueue should name a process that can start the evaluation now.
+      // its threads have work ahead: an enqueue should name (or offer to) a process that can start the evaluation now.
       [types, max, this.#lease.nackTimeoutMs, this.#nodeId, this.#pacer.threadsBusy() ? 0 : 2 * this.#pollMs],
       'a dequeue',
     );
@@ -1235,6 +1287,27 @@ export class PgBroker implements BrokerBackend {
   /** A new random id for a backend instance. */
   static newNodeId(): string {
     return randomUUID();
+  }
+}
+
+/** A delivery an idle enqueue leased to a waiting process, as its notification carries it (migration 12). */
+interface Offer {
+  readonly holder: string;
+  readonly id: string;
+  readonly token: string;
+  readonly queue: string;
+  /** The evaluation's encoded body, base64. */
+  readonly body: string;
+}
+
+/** The offer a ready notification carries, or undefined for one that does not parse as one. */
+function offerIn(payload: string): Offer | undefined {
+  try {
+    const o = JSON.parse(payload) as { offer?: unknown; id?: unknown; token?: unknown; queue?: unknown; body?: unknown };
+    if (typeof o.offer !== 'string' || typeof o.id !== 'string' || typeof o.token !== 'string' || typeof o.queue !== 'string' || typeof o.body !== 'string') return undefined;
+    return { holder: o.offer, id: o.id, token: o.token, queue: o.queue, body: o.body };
+  } catch {
+    return undefined;
   }
 }
 

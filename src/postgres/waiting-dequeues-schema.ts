@@ -31,9 +31,9 @@ import { leaseCommitSchema } from './lease-commit-schema.js';
 import { schemaV1 } from './schema-v1.js';
 import { functionText, replacedOnce } from './sql-text.js';
 
-export function waitingDequeuesSchema(schema: string, S: string, K: number, channel: (name: string) => string): string {
-  const ready = channel('ready');
-  const lease = replacedOnce(
+/** Migration 11's `lease_ready` (a CREATE FUNCTION of its new signature), which later migrations change in turn. */
+export function waitingLeaseReady(S: string): string {
+  return replacedOnce(
     leaseCommitSchema(S),
     [
       [
@@ -59,11 +59,19 @@ export function waitingDequeuesSchema(schema: string, S: string, K: number, chan
     ],
     'migration 11: lease_ready',
   );
-  const enqueue = replacedOnce(
+}
+
+/** Migration 11's `enqueue` (a CREATE OR REPLACE), which later migrations change in turn. */
+export function waitingEnqueue(S: string, K: number, channel: (name: string) => string): string {
+  return replacedOnce(
     functionText(schemaV1(S, K, channel), S, 'enqueue', 11),
-    [[`IF v_any_ready THEN PERFORM pg_notify('${ready}', ''); END IF;`, `IF v_any_ready THEN PERFORM ${S}.notify_ready(CASE WHEN cardinality(p_ids) = 1 THEN p_types[1] END); END IF;`]],
+    [[`IF v_any_ready THEN PERFORM pg_notify('${channel('ready')}', ''); END IF;`, `IF v_any_ready THEN PERFORM ${S}.notify_ready(CASE WHEN cardinality(p_ids) = 1 THEN p_types[1] END); END IF;`]],
     'migration 11: enqueue',
   );
+}
+
+export function waitingDequeuesSchema(schema: string, S: string, K: number, channel: (name: string) => string): string {
+  const ready = channel('ready');
   return `
 CREATE UNLOGGED TABLE ${S}.waiting_dequeues (
   holder uuid PRIMARY KEY,
@@ -86,7 +94,7 @@ END
 $$;
 
 DROP FUNCTION ${S}.lease_ready(text[], integer, float8, uuid);
-${lease}
-${enqueue}
+${waitingLeaseReady(S)}
+${waitingEnqueue(S, K, channel)}
 ${genericPlansSchema(schema)}`;
 }

@@ -1,0 +1,108 @@
+/**
+ * Migration 12: an idle enqueue leases its evaluation to the waiting process it would name, and the notification
+ * carries the delivery (an offer), so that process starts it without a fetch of its own.
+ *
+ * At idle the hand-off was two commits in a row: the enqueue's, whose notification woke the named process, and that
+ * process's `lease_ready`, a second round trip and a second commit before its thread could start. Now:
+ *
+ * - `waiting_dequeues.offer_ms`: set by a fetch that stands as waiting and accepts offers (`lease_ready`'s new
+ *   `p_offers`, whose default, false, serves a process of the release before, which would not understand one): the
+ *   lease an offer to it gets, its nack timeout. NULL: name it, as migration 11 does.
+ * - `enqueue` of one evaluation that is ready at once, whose body fits a notification, while no other evaluation of
+ *   its type is ready (so the queue's order holds) and the first process standing for its type (migration 11's
+ *   choice) takes offers: the row is inserted already leased to that process (`unacked`, a new token, its lease
+ *   from now, one delivery), in the same durable commit as the admission, and the notification's payload is the
+ *   delivery as JSON, `{"offer": holder, "id", "token", "queue", "body": base64}`. Everything else is as before:
+ *   a batch, a delay, an id seen before, a job whose slot is taken (the slow path) or a big body go by
+ *   `notify_ready`.
+ *
+ * The offered lease is like one a fetch takes, so what holds for leases holds for offers: an offer to a process
+ * that cannot start it is given back uncharged (`give_back`) by that process, and one to a process that died after
+ * its last fetch, whose row still stood (for at most two poll intervals), is redelivered when its lease ends, as the
+ * deliveries it held are. That case costs the evaluation its nack timeout where a named notification cost it
+ * `NAMED_NOTIFY_LEAD_MS`; a process that stops cleanly withdraws its row first.
+ */
+import { genericPlansSchema } from './generic-plans-schema.js';
+import { replacedOnce } from './sql-text.js';
+import { waitingEnqueue, waitingLeaseReady } from './waiting-dequeues-schema.js';
+
+/**
+ * The largest body an offer carries. PostgreSQL refuses a payload over 8,000 bytes; base64 makes 4 bytes of 3 and
+ * the JSON around it holds two uuids, the id and the type.
+ */
+export const MAX_OFFER_BODY_BYTES = 5_000;
+
+export function offerSchema(schema: string, S: string, K: number, channel: (name: string) => string): string {
+  const ready = channel('ready');
+  const lease = replacedOnce(
+    waitingLeaseReady(S),
+    [
+      ['p_wait_ms float8 DEFAULT 0)', 'p_wait_ms float8 DEFAULT 0, p_offers boolean DEFAULT false)'],
+      [
+        `INSERT INTO ${S}.waiting_dequeues AS w (holder, types, until)
+    VALUES (p_holder, p_types, clock_timestamp() + p_wait_ms * interval '1 millisecond')
+    ON CONFLICT (holder) DO UPDATE SET types = EXCLUDED.types, until = EXCLUDED.until;`,
+        `INSERT INTO ${S}.waiting_dequeues AS w (holder, types, until, offer_ms)
+    VALUES (p_holder, p_types, clock_timestamp() + p_wait_ms * interval '1 millisecond', CASE WHEN p_offers THEN p_lease_ms END)
+    ON CONFLICT (holder) DO UPDATE SET types = EXCLUDED.types, until = EXCLUDED.until, offer_ms = EXCLUDED.offer_ms;`,
+      ],
+    ],
+    'migration 12: lease_ready',
+  );
+  const enqueue = replacedOnce(
+    waitingEnqueue(S, K, channel),
+    [
+      [
+        '  v_any_ready boolean := false;\nBEGIN\n',
+        `  v_any_ready boolean := false;
+  v_offer_to uuid;
+  v_offer_ms float8;
+  v_token text;
+BEGIN
+  IF cardinality(p_ids) = 1 AND p_failures[1] IS NULL AND coalesce(p_wait_ms[1], 0) <= 0 AND p_wait_until_ms[1] IS NULL
+     AND octet_length(p_bodies[1]) <= ${MAX_OFFER_BODY_BYTES} THEN
+    SELECT w.holder, w.offer_ms INTO v_offer_to, v_offer_ms FROM ${S}.waiting_dequeues w
+     WHERE p_types[1] = ANY(w.types) AND w.until > clock_timestamp()
+     ORDER BY w.holder LIMIT 1;
+    IF v_offer_ms IS NOT NULL AND NOT EXISTS (SELECT 1 FROM ${S}.evals e WHERE e.state = 'ready' AND e.queue = p_types[1]) THEN
+      v_token := gen_random_uuid()::text;
+    END IF;
+  END IF;
+`,
+      ],
+      [
+        `    INSERT INTO ${S}.evals AS e (id, namespace, job_id, type, priority, modify_index, create_index, body, origin, state,
+        queue, holds_slot, ready_at)
+    SELECT i.id, i.namespace, i.job_id, i.type, i.priority, i.modify_index, i.create_index, i.body, p_origin, 'ready',
+        i.type, true, now()`,
+        `    INSERT INTO ${S}.evals AS e (id, namespace, job_id, type, priority, modify_index, create_index, body, origin, state,
+        queue, holds_slot, ready_at, token, holder, lease_until, deliveries)
+    SELECT i.id, i.namespace, i.job_id, i.type, i.priority, i.modify_index, i.create_index, i.body, p_origin,
+        CASE WHEN v_token IS NULL THEN 'ready' ELSE 'unacked' END, i.type, true, now(),
+        v_token, CASE WHEN v_token IS NOT NULL THEN v_offer_to END,
+        CASE WHEN v_token IS NOT NULL THEN clock_timestamp() + v_offer_ms * interval '1 millisecond' END,
+        CASE WHEN v_token IS NULL THEN 0 ELSE 1 END`,
+      ],
+      [
+        'IF v_fast IS NOT NULL THEN v_any_ready := true; END IF;',
+        `IF v_fast IS NOT NULL AND v_token IS NULL THEN v_any_ready := true; END IF;
+  IF v_fast IS NOT NULL AND v_token IS NOT NULL THEN
+    PERFORM pg_notify('${ready}', json_build_object('offer', v_offer_to, 'id', p_ids[1], 'token', v_token, 'queue', p_types[1],
+      'body', encode(p_bodies[1], 'base64'))::text);
+  END IF;`,
+      ],
+      [
+        `RETURN QUERY SELECT f.id, 'new'::text, 'ready'::text, NULL::float8 FROM unnest(v_fast) AS f(id);`,
+        `RETURN QUERY SELECT f.id, 'new'::text, CASE WHEN v_token IS NULL THEN 'ready' ELSE 'unacked' END, NULL::float8 FROM unnest(v_fast) AS f(id);`,
+      ],
+    ],
+    'migration 12: enqueue',
+  );
+  return `
+ALTER TABLE ${S}.waiting_dequeues ADD COLUMN offer_ms float8;
+
+DROP FUNCTION ${S}.lease_ready(text[], integer, float8, uuid, float8);
+${lease}
+${enqueue}
+${genericPlansSchema(schema)}`;
+}
