@@ -14,6 +14,7 @@ import { schemaNames } from '../../src/postgres/names.js';
 import { MAX_OFFER_BODY_BYTES } from '../../src/postgres/offer-schema.js';
 import { adminPool, dropSchema, migratedSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
 import { kinds, openRecordedBackend, type RecordedBackend } from './recorded-backend.js';
+import { enqueueInSql } from './sql-enqueue.js';
 
 requireDatabaseInCI();
 
@@ -38,17 +39,6 @@ describe('an idle enqueue offers its evaluation to the waiting process it names'
     await admin?.end();
   });
 
-  /** Enqueues `ids` of type `type` in one call, as no engine process, with bodies of `pad` extra characters. */
-  async function enqueueInSql(S: string, ids: readonly string[], type: string, pad = 0): Promise<string[]> {
-    const { rows } = await admin!.query<{ state: string }>(
-      `SELECT * FROM ${S}.enqueue($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::bigint[], $7::bigint[], $8::float8[],
-         $9::float8[], $10::bytea[], $11::jsonb[], $12::uuid)`,
-      [ids, ids.map(() => 'default'), ids, ids.map(() => type), ids.map(() => 50), ids.map(() => 0), ids.map(() => 0), ids.map(() => null),
-        ids.map(() => null), ids.map((id) => encodeValue({ id, jobId: id, type, priority: 50, payload: 'x'.repeat(pad) })), ids.map(() => null), randomUUID()],
-    );
-    return rows.map((r) => r.state);
-  }
-
   test('in SQL: a single ready enqueue is leased to the first process standing with offers, and the payload is the delivery', async () => {
     const schema = schemaName('offers');
     schemas.push(schema);
@@ -65,7 +55,7 @@ describe('an idle enqueue offers its evaluation to the waiting process it names'
     const enqueue = async (ids: string[], pad = 0): Promise<{ payload: string; states: string[] }> => {
       const before = payloads.length;
       const notified = new Promise<void>((resolve) => (heard = () => payloads.length > before && resolve()));
-      const states = await enqueueInSql(S, ids, 'place', pad);
+      const states = await enqueueInSql(admin!, S, ids, 'place', pad);
       await notified;
       return { payload: payloads[before]!, states };
     };
@@ -89,7 +79,7 @@ describe('an idle enqueue offers its evaluation to the waiting process it names'
       assert.equal(offer.offer, low, 'to the first standing, as a named notification would be');
       assert.equal(offer.id, 'o1');
       assert.equal(offer.queue, 'place');
-      assert.deepEqual(decodeValue(Buffer.from(offer.body, 'base64')), { id: 'o1', jobId: 'o1', type: 'place', priority: 50, payload: '' });
+      assert.deepEqual(decodeValue(Buffer.from(offer.body, 'base64')), { id: 'o1', jobId: 'o1', type: 'place', priority: 50, });
       const o1 = await row('o1');
       assert.equal(o1.state, 'unacked');
       assert.equal(o1.holder, low);
@@ -122,7 +112,7 @@ describe('an idle enqueue offers its evaluation to the waiting process it names'
 
       // A fresh id whose job's slot is taken goes the slow path: pending, neither offered nor notified.
       assert.equal(await lease(low, 8, true, 45_000), 0);
-      await enqueueInSql(S, ['o7'], 'place');
+      await enqueueInSql(admin!, S, ['o7'], 'place');
       const heldSlot = await admin!.query(
         `SELECT * FROM ${S}.enqueue('{o8}', '{default}', '{o7}', '{place}', '{50}', '{0}', '{0}', '{NULL}', '{NULL}', $1::bytea[], '{NULL}', $2::uuid)`,
         [[encodeValue({ id: 'o8', jobId: 'o7', type: 'place', priority: 50 })], randomUUID()],

@@ -10,22 +10,12 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, describe, test } from 'node:test';
 import type { Pool, PoolClient } from 'pg';
-import { encodeValue } from '../../src/postgres/codec.js';
 import { schemaNames } from '../../src/postgres/names.js';
 import { adminPool, dropSchema, migratedSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
 import { openRecordedBackend, type RecordedBackend } from './recorded-backend.js';
+import { enqueueInSql } from './sql-enqueue.js';
 
 requireDatabaseInCI();
-
-/** Enqueues `ids` of type `type` in one call of the schema's `enqueue`, as no engine process: none kicks itself. */
-async function enqueueInSql(pool: Pool, S: string, ids: readonly string[], type: string): Promise<void> {
-  await pool.query(
-    `SELECT * FROM ${S}.enqueue($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::bigint[], $7::bigint[], $8::float8[],
-       $9::float8[], $10::bytea[], $11::jsonb[], $12::uuid)`,
-    [ids, ids.map(() => 'default'), ids, ids.map(() => type), ids.map(() => 50), ids.map(() => 0), ids.map(() => 0), ids.map(() => null),
-      ids.map(() => null), ids.map((id) => encodeValue({ id, jobId: id, type, priority: 50 })), ids.map(() => null), randomUUID()],
-  );
-}
 
 describe('an idle enqueue wakes one waiting process', { skip: skipWithoutDatabase, timeout: 30_000 }, () => {
   const admin: Pool | undefined = skipWithoutDatabase === false ? adminPool() : undefined;
