@@ -223,6 +223,16 @@ export class PgBroker implements BrokerBackend {
   #pollTimer: TimerHandle | undefined;
   /** Armed while a notification named another process (`NAMED_NOTIFY_LEAD_MS`): when it fires, this one looks too. */
   #lookTimer: TimerHandle | undefined;
+  /**
+   * Counts what may have made an evaluation ready for this process: ready notifications, reconnects, polls, and its
+   * own admissions, nacks, promotions and give-backs (see `#lookAgain`).
+   */
+  #heard = 0;
+  /** `#heard` when the last fetch for `#quietKey` began, if it found less than it asked for and stood as waiting. */
+  #quietAt: number | undefined;
+  #quietKey: string | undefined;
+  /** Whether the last fetch stood as waiting (its threads had no work ahead). */
+  #lastFetchStood = false;
   /** Told of each delivery handed over (the backend makes the replica catch up to its modifyIndex). */
   onDelivery: ((evaluation: Evaluation) => void) | undefined = undefined;
   /** Deliveries being handed over or given back: `close()` waits for them. */
@@ -289,7 +299,7 @@ export class PgBroker implements BrokerBackend {
 
   /** Subscribes to the notifications it needs; called by the backend before the listener connects. */
   subscribe(): void {
-    this.#listener.subscribe(this.#names.channels.ready, { onNotify: (payload) => this.#onReady(payload), onConnect: () => this.kick() });
+    this.#listener.subscribe(this.#names.channels.ready, { onNotify: (payload) => this.#onReady(payload), onConnect: () => this.#lookAgain() });
     this.#listener.subscribe(this.#names.channels.outcome, {
       onNotify: (payload) => {
         if (payload === this.#nodeId) this.#outcomes.hint();
@@ -306,7 +316,7 @@ export class PgBroker implements BrokerBackend {
   open(): void {
     this.#open = true;
     this.#flushEnqueuesSoon();
-    this.kick();
+    this.#lookAgain();
   }
 
   // ───────────────────────────── admission ─────────────────────────────
@@ -407,7 +417,7 @@ export class PgBroker implements BrokerBackend {
         if (this.#events.hasListeners('broker:failed')) this.#events.emit('broker:failed', { evaluation: p.evaluation, reason: p.failure });
       }
     }
-    if (ready) this.kick();
+    if (ready) this.#lookAgain();
   }
 
   // ───────────────────────────── dequeue ─────────────────────────────
@@ -489,8 +499,26 @@ export class PgBroker implements BrokerBackend {
       return;
     }
     if (this.#waiters.length === 0 || this.#paused || !this.#enabled) return;
+    if (this.#waiters.every((w) => this.#quiet(w.key))) return;
     if (this.#worthWaitingForAcks() || this.#fetchCanWait()) return;
     void this.#serveWaiters();
+  }
+
+  /** Something may have become ready for this process: its next fetch goes, whatever the last one found. */
+  #lookAgain(): void {
+    this.#heard++;
+    this.kick();
+  }
+
+  /**
+   * Whether a fetch for `key` would find nothing: the last one found less than it asked for and stood as waiting, and
+   * since it began nothing was heard that could have made an evaluation ready here. Every way an evaluation becomes
+   * ready notifies (an idle enqueue names or offers to a standing process, everything else goes to everyone), so at
+   * idle a dequeue after each finished evaluation no longer costs an empty fetch. Not while the listener is away:
+   * notifications are hints, and the poll (`#armPoll`) stays the backstop either way.
+   */
+  #quiet(key: string): boolean {
+    return this.#quietAt === this.#heard && this.#quietKey === key && this.#listener.connected;
   }
 
   /**
@@ -501,9 +529,9 @@ export class PgBroker implements BrokerBackend {
    */
   #onReady(payload: string): void {
     if (payload === '') {
-      this.kick();
+      this.#lookAgain();
     } else if (payload === this.#nodeId) {
-      if (this.#canStartNow()) this.kick();
+      if (this.#canStartNow()) this.#lookAgain();
       else this.#passOn();
     } else if (payload.startsWith('{')) {
       // An offer (migration 12): a delivery already leased to the process it names; nothing is left to fetch.
@@ -513,7 +541,7 @@ export class PgBroker implements BrokerBackend {
     } else if (this.#waiters.length > 0 && this.#lookTimer === undefined && !this.#closed) {
       this.#lookTimer = this.#clock.setTimer(() => {
         this.#lookTimer = undefined;
-        this.kick();
+        this.#lookAgain();
       }, NAMED_NOTIFY_LEAD_MS, { unref: true });
     }
   }
@@ -555,6 +583,7 @@ export class PgBroker implements BrokerBackend {
   /** An offer this process cannot start now: back to ready, uncharged, and everyone told; it stops standing. */
   #declineOffer(offer: Offer): void {
     const S = this.#names.S;
+    this.#quietAt = undefined;
     this.#track(
       this.#db
         .query(
@@ -573,6 +602,7 @@ export class PgBroker implements BrokerBackend {
    * that finds too little with a thread free).
    */
   #passOn(): void {
+    this.#quietAt = undefined;
     // Also while closing: a process that is leaving must not swallow what was meant for a waiting one.
     this.#track(
       this.#db
@@ -658,13 +688,21 @@ export class PgBroker implements BrokerBackend {
         for (const key of keys) {
           while (!this.#paused && this.#enabled && !this.#closed) {
             const waiting = this.#waiters.filter((w) => w.key === key);
-            if (waiting.length === 0) break;
+            if (waiting.length === 0 || this.#quiet(key)) break;
             // Only for threads free soon; meanwhile the dequeue a finished evaluation brings, or the recheck, looks again.
             if (!this.#pacer.threadFreeSoon()) {
               this.#recheckPaceSoon();
               break;
             }
-            const rows = await this.#fetch(waiting[0]!.types, Math.min(MAX_FETCH, waiting.length));
+            const heardAt = this.#heard;
+            const asked = Math.min(MAX_FETCH, waiting.length);
+            const rows = await this.#fetch(waiting[0]!.types, asked);
+            if (rows.length < asked && this.#lastFetchStood) {
+              this.#quietAt = heardAt;
+              this.#quietKey = key;
+            } else {
+              this.#quietAt = undefined;
+            }
             for (const row of rows) {
               const waiter = this.#waiters.find((w) => w.key === key);
               if (waiter === undefined || this.#paused || !this.#enabled) {
@@ -691,7 +729,7 @@ export class PgBroker implements BrokerBackend {
     if (this.#pollTimer !== undefined || this.#closed || this.#waiters.length === 0) return;
     this.#pollTimer = this.#clock.setTimer(() => {
       this.#pollTimer = undefined;
-      this.kick();
+      this.#lookAgain();
       this.#armPoll();
     }, this.#pollMs, { unref: true });
   }
@@ -700,13 +738,15 @@ export class PgBroker implements BrokerBackend {
   async #fetch(types: readonly string[], max: number): Promise<Held[]> {
     const S = this.#names.S;
     const sentAt = this.#pacer.start();
+    const stands = !this.#pacer.threadsBusy();
     const rows = await this.#db.query<{ id: string; body: Buffer; queue: string; deliveries: number; token: string; priority: number; create_index: string; seq: string }>(
       `SELECT * FROM ${S}.lease_ready($1::text[], $2::int, $3::float8, $4::uuid, $5::float8, true)`,
       // Finding fewer than asked for records this process as waiting for these types until its next polls, unless
       // its threads have work ahead: an enqueue should name (or offer to) a process that can start the evaluation now.
-      [types, max, this.#lease.nackTimeoutMs, this.#nodeId, this.#pacer.threadsBusy() ? 0 : 2 * this.#pollMs],
+      [types, max, this.#lease.nackTimeoutMs, this.#nodeId, stands ? 2 * this.#pollMs : 0],
       'a dequeue',
     );
+    this.#lastFetchStood = stands;
     this.#pacer.answered(sentAt);
     // Best first: priority, then the turn within its type (FIFO), ties between types at random.
     const turn = new Map<string, number>();
@@ -743,7 +783,12 @@ export class PgBroker implements BrokerBackend {
     this.#leases.delete(held);
     this.#track(
       this.#db
-        .query(`SELECT ${this.#names.S}.give_back($1, $2)`, [held.id, held.token], 'a give-back')
+        // Ready again: the others are told (a quiet process fetches only once it hears of something).
+        .query(
+          `SELECT pg_notify($3, '') FROM (SELECT ${this.#names.S}.give_back($1, $2) AS ok) g WHERE g.ok`,
+          [held.id, held.token, this.#names.channels.ready],
+          'a give-back',
+        )
         .catch((error: unknown) => this.#logger.warn({ err: error, evalId: held.id }, 'give-back failed; its lease will end instead')),
     );
   }
@@ -931,7 +976,7 @@ export class PgBroker implements BrokerBackend {
       for (const c of canceled) this.#outcomes.settle(c, (h) => h.rejected(() => new SupersededError(c, promoted)));
       if (this.#events.hasListeners('broker:cancelable')) void this.#emitCancelable(canceled);
     }
-    this.kick();
+    this.#lookAgain();
   }
 
   async #emitCancelable(ids: readonly string[]): Promise<void> {
@@ -983,8 +1028,8 @@ export class PgBroker implements BrokerBackend {
         this.#events.emit('broker:failed', { evaluation: held.evaluation, reason: withCause(new DeliveryLimitError(id, row.deliveries, l.deliveryLimit), reason) });
       }
     }
-    if (!row.failed && Number(row.delay_ms) === 0) this.kick();
-    if (row.promoted !== null) this.kick();
+    if (!row.failed && Number(row.delay_ms) === 0) this.#lookAgain();
+    if (row.promoted !== null) this.#lookAgain();
   }
 
   fail(id: string, token: string, reason: Error): Promise<void> {
@@ -1005,7 +1050,7 @@ export class PgBroker implements BrokerBackend {
     if (held !== undefined) this.#leases.delete(held);
     this.#outcomes.settle(id, (h) => h.rejected(reason));
     if (held !== undefined && this.#events.hasListeners('broker:failed')) this.#events.emit('broker:failed', { evaluation: held.evaluation, reason });
-    if (row.promoted !== null) this.kick();
+    if (row.promoted !== null) this.#lookAgain();
   }
 
   remove(id: string, token?: string, cause?: unknown): Promise<boolean> {
@@ -1029,7 +1074,7 @@ export class PgBroker implements BrokerBackend {
       const evaluation = held?.evaluation ?? this.#outcomes.get(id)?.evaluation;
       if (evaluation !== undefined) this.#events.emit('broker:remove', { evaluation, state: row.prior ?? 'ready' });
     }
-    if (row.promoted !== null) this.kick();
+    if (row.promoted !== null) this.#lookAgain();
     return true;
   }
 
@@ -1216,7 +1261,7 @@ export class PgBroker implements BrokerBackend {
     if (!this.#paused) return;
     this.#paused = false;
     this.#events.emit('broker:paused', { paused: false });
-    this.kick();
+    this.#lookAgain();
   }
 
   setEnabled(enabled: boolean): Promise<Evaluation[]> {
@@ -1232,7 +1277,7 @@ export class PgBroker implements BrokerBackend {
       for (const waiter of [...this.#waiters]) this.#settleWaiter(waiter, new BrokerDisabledError('dequeue'), undefined);
       given = await this.#giveBackAll();
     } else {
-      this.kick();
+      this.#lookAgain();
     }
     this.#events.emit('broker:enabled', { enabled, flushed: given });
     return given;
@@ -1244,8 +1289,9 @@ export class PgBroker implements BrokerBackend {
     for (const h of held) this.#leases.delete(h);
     if (held.length === 0) return [];
     await this.#db.query(
-      `SELECT ${this.#names.S}.give_back(x.id, x.token) FROM unnest($1::text[], $2::text[]) AS x(id, token)`,
-      [held.map((h) => h.id), held.map((h) => h.token)],
+      `SELECT pg_notify($3, '') FROM (SELECT bool_or(${this.#names.S}.give_back(x.id, x.token)) AS ok FROM unnest($1::text[], $2::text[]) AS x(id, token)) g
+        WHERE g.ok`,
+      [held.map((h) => h.id), held.map((h) => h.token), this.#names.channels.ready],
       'a give-back',
     );
     return held.map((h) => h.evaluation);
