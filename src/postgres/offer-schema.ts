@@ -21,9 +21,16 @@
  * its last fetch, whose row still stood (for at most two poll intervals), is redelivered when its lease ends, as the
  * deliveries it held are. That case costs the evaluation its nack timeout where a named notification cost it
  * `NAMED_NOTIFY_LEAD_MS`; a process that stops cleanly withdraws its row first.
+ *
+ * Dead letters notify too: an evaluation that becomes ready in `_failed` (`to_failed`, an enqueue that carries its
+ * failure, a `_failed` delivery requeued) sends the empty payload, as every other way of becoming ready does. A
+ * process whose last fetch found too little fetches again only once it hears of something (`PgBroker`'s quiet
+ * rule), so a consumer of `_failed` would otherwise learn of them only at its next poll.
  */
 import { genericPlansSchema } from './generic-plans-schema.js';
-import { replacedOnce } from './sql-text.js';
+import { namedOutcomesSchema } from './named-outcomes-schema.js';
+import { schemaV1 } from './schema-v1.js';
+import { functionText, replacedOnce } from './sql-text.js';
 import { waitingEnqueue, waitingLeaseReady } from './waiting-dequeues-schema.js';
 
 /**
@@ -58,6 +65,7 @@ export function offerSchema(schema: string, S: string, K: number, channel: (name
   v_offer_to uuid;
   v_offer_ms float8;
   v_token text;
+  v_failed_ready boolean := false;
 BEGIN
   IF cardinality(p_ids) = 1 AND p_failures[1] IS NULL AND coalesce(p_wait_ms[1], 0) <= 0 AND p_wait_until_ms[1] IS NULL
      AND octet_length(p_bodies[1]) <= ${MAX_OFFER_BODY_BYTES} THEN
@@ -91,6 +99,12 @@ BEGIN
       'body', encode(p_bodies[1], 'base64'))::text);
   END IF;`,
       ],
+      ["      IF p_failures[i] IS NOT NULL THEN\n        v_state := 'ready';\n", "      IF p_failures[i] IS NOT NULL THEN\n        v_state := 'ready';\n        v_failed_ready := true;\n"],
+      [
+        `IF v_any_ready THEN PERFORM ${S}.notify_ready(CASE WHEN cardinality(p_ids) = 1 THEN p_types[1] END); END IF;`,
+        `IF v_any_ready THEN PERFORM ${S}.notify_ready(CASE WHEN cardinality(p_ids) = 1 THEN p_types[1] END); END IF;
+  IF v_failed_ready THEN PERFORM pg_notify('${ready}', ''); END IF;`,
+      ],
       [
         `RETURN QUERY SELECT f.id, 'new'::text, 'ready'::text, NULL::float8 FROM unnest(v_fast) AS f(id);`,
         `RETURN QUERY SELECT f.id, 'new'::text, CASE WHEN v_token IS NULL THEN 'ready' ELSE 'unacked' END, NULL::float8 FROM unnest(v_fast) AS f(id);`,
@@ -98,11 +112,29 @@ BEGIN
     ],
     'migration 12: enqueue',
   );
+  const notifyReady = `PERFORM pg_notify('${ready}', '');`;
+  const toFailed = replacedOnce(
+    functionText(namedOutcomesSchema(S, K, channel), S, 'to_failed', 12),
+    [['   WHERE id = r.id;\n  IF r.holds_slot THEN', `   WHERE id = r.id;\n  ${notifyReady}\n  IF r.holds_slot THEN`]],
+    'migration 12: to_failed',
+  );
+  const requeue = replacedOnce(
+    functionText(schemaV1(S, K, channel), S, 'requeue', 12),
+    [
+      [
+        `  IF r.queue = '_failed' THEN\n    UPDATE ${S}.evals SET state = 'ready', ready_at = now() WHERE id = r.id;\n`,
+        `  IF r.queue = '_failed' THEN\n    UPDATE ${S}.evals SET state = 'ready', ready_at = now() WHERE id = r.id;\n    ${notifyReady}\n`,
+      ],
+    ],
+    'migration 12: requeue',
+  );
   return `
 ALTER TABLE ${S}.waiting_dequeues ADD COLUMN offer_ms float8;
 
 DROP FUNCTION ${S}.lease_ready(text[], integer, float8, uuid, float8);
 ${lease}
 ${enqueue}
+${toFailed}
+${requeue}
 ${genericPlansSchema(schema)}`;
 }

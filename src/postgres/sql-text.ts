@@ -4,13 +4,20 @@
  * tested there.
  */
 
-/** The definition of function `name` in `schema` (the text of an earlier migration), as CREATE OR REPLACE. */
+/**
+ * The definition of function `name` in `schema` (the text of an earlier migration, which defines it with CREATE or
+ * CREATE OR REPLACE), as CREATE OR REPLACE.
+ */
 export function functionText(schema: string, S: string, name: string, migration: number): string {
-  const head = `CREATE FUNCTION ${S}.${name}(`;
-  const start = schema.indexOf(head);
-  const end = schema.indexOf('\n$$;\n', start);
-  if (start < 0 || end < 0 || schema.indexOf(head, start + 1) >= 0) throw new Error(`migration ${migration}: the text defines ${name} other than once`);
-  return `CREATE OR REPLACE FUNCTION ${S}.${name}(${schema.slice(start + head.length, end)}\n$$;\n`;
+  const heads = [`CREATE FUNCTION ${S}.${name}(`, `CREATE OR REPLACE FUNCTION ${S}.${name}(`];
+  const found = heads.flatMap((head) => {
+    const at = schema.indexOf(head);
+    return at < 0 ? [] : [{ head, at, again: schema.indexOf(head, at + 1) >= 0 }];
+  });
+  const only = found.length === 1 && !found[0]!.again ? found[0] : undefined;
+  const end = only === undefined ? -1 : schema.indexOf('\n$$;\n', only.at);
+  if (only === undefined || end < 0) throw new Error(`migration ${migration}: the text defines ${name} other than once`);
+  return `CREATE OR REPLACE FUNCTION ${S}.${name}(${schema.slice(only.at + only.head.length, end)}\n$$;\n`;
 }
 
 /** `text` with each `[from, to]` replaced, each `from` required to occur exactly once. */
