@@ -5,14 +5,16 @@
  * At idle the hand-off was two commits in a row: the enqueue's, whose notification woke the named process, and that
  * process's `lease_ready`, a second round trip and a second commit before its thread could start. Now:
  *
- * - `waiting_dequeues.offer_ms`: set by a fetch that stands as waiting and accepts offers (`lease_ready`'s new
- *   `p_offers`, whose default, false, serves a process of the release before, which would not understand one): the
- *   lease an offer to it gets, its nack timeout. NULL: name it, as migration 11 does.
+ * - `waiting_dequeues.offer_channel` and `offer_ms`: set by a fetch that stands as waiting and accepts offers
+ *   (`lease_ready`'s new `p_offer_channel`, whose default, NULL, serves a process of the release before, which would
+ *   not understand one): the channel that process alone listens on, and the lease an offer to it gets (its nack
+ *   timeout). NULL: name it, as migration 11 does.
  * - `enqueue` of one evaluation that is ready at once, whose body fits a notification, while no other evaluation of
  *   its type is ready (so the queue's order holds) and the first process standing for its type (migration 11's
  *   choice) takes offers: the row is inserted already leased to that process (`unacked`, a new token, its lease
- *   from now, one delivery), in the same durable commit as the admission, and the notification's payload is the
- *   delivery as JSON, `{"offer": holder, "id", "token", "queue", "body": base64}`. Everything else is as before:
+ *   from now, one delivery), in the same durable commit as the admission, and a notification on that process's own
+ *   channel carries the delivery as JSON, `{"offer": holder, "id", "token", "queue", "body": base64}`: the other
+ *   processes are not woken for it. Everything else is as before:
  *   a batch, a delay, an id seen before, a job whose slot is taken (the slow path) or a big body go by
  *   `notify_ready`.
  *
@@ -44,14 +46,16 @@ export function offerSchema(schema: string, S: string, K: number, channel: (name
   const lease = replacedOnce(
     waitingLeaseReady(S),
     [
-      ['p_wait_ms float8 DEFAULT 0)', 'p_wait_ms float8 DEFAULT 0, p_offers boolean DEFAULT false)'],
+      ['p_wait_ms float8 DEFAULT 0)', 'p_wait_ms float8 DEFAULT 0, p_offer_channel text DEFAULT NULL)'],
       [
         `INSERT INTO ${S}.waiting_dequeues AS w (holder, types, until)
     VALUES (p_holder, p_types, clock_timestamp() + p_wait_ms * interval '1 millisecond')
     ON CONFLICT (holder) DO UPDATE SET types = EXCLUDED.types, until = EXCLUDED.until;`,
-        `INSERT INTO ${S}.waiting_dequeues AS w (holder, types, until, offer_ms)
-    VALUES (p_holder, p_types, clock_timestamp() + p_wait_ms * interval '1 millisecond', CASE WHEN p_offers THEN p_lease_ms END)
-    ON CONFLICT (holder) DO UPDATE SET types = EXCLUDED.types, until = EXCLUDED.until, offer_ms = EXCLUDED.offer_ms;`,
+        `INSERT INTO ${S}.waiting_dequeues AS w (holder, types, until, offer_channel, offer_ms)
+    VALUES (p_holder, p_types, clock_timestamp() + p_wait_ms * interval '1 millisecond', p_offer_channel,
+            CASE WHEN p_offer_channel IS NOT NULL THEN p_lease_ms END)
+    ON CONFLICT (holder) DO UPDATE SET types = EXCLUDED.types, until = EXCLUDED.until, offer_channel = EXCLUDED.offer_channel,
+        offer_ms = EXCLUDED.offer_ms;`,
       ],
     ],
     'migration 12: lease_ready',
@@ -64,12 +68,13 @@ export function offerSchema(schema: string, S: string, K: number, channel: (name
         `  v_any_ready boolean := false;
   v_offer_to uuid;
   v_offer_ms float8;
+  v_offer_channel text;
   v_token text;
   v_failed_ready boolean := false;
 BEGIN
   IF cardinality(p_ids) = 1 AND p_failures[1] IS NULL AND coalesce(p_wait_ms[1], 0) <= 0 AND p_wait_until_ms[1] IS NULL
      AND octet_length(p_bodies[1]) <= ${MAX_OFFER_BODY_BYTES} THEN
-    SELECT w.holder, w.offer_ms INTO v_offer_to, v_offer_ms FROM ${S}.waiting_dequeues w
+    SELECT w.holder, w.offer_ms, w.offer_channel INTO v_offer_to, v_offer_ms, v_offer_channel FROM ${S}.waiting_dequeues w
      WHERE p_types[1] = ANY(w.types) AND w.until > clock_timestamp()
      ORDER BY w.holder LIMIT 1;
     IF v_offer_ms IS NOT NULL AND NOT EXISTS (SELECT 1 FROM ${S}.evals e WHERE e.state = 'ready' AND e.queue = p_types[1]) THEN
@@ -95,7 +100,7 @@ BEGIN
         'IF v_fast IS NOT NULL THEN v_any_ready := true; END IF;',
         `IF v_fast IS NOT NULL AND v_token IS NULL THEN v_any_ready := true; END IF;
   IF v_fast IS NOT NULL AND v_token IS NOT NULL THEN
-    PERFORM pg_notify('${ready}', json_build_object('offer', v_offer_to, 'id', p_ids[1], 'token', v_token, 'queue', p_types[1],
+    PERFORM pg_notify(v_offer_channel, json_build_object('offer', v_offer_to, 'id', p_ids[1], 'token', v_token, 'queue', p_types[1],
       'body', encode(p_bodies[1], 'base64'))::text);
   END IF;`,
       ],
@@ -129,7 +134,7 @@ BEGIN
     'migration 12: requeue',
   );
   return `
-ALTER TABLE ${S}.waiting_dequeues ADD COLUMN offer_ms float8;
+ALTER TABLE ${S}.waiting_dequeues ADD COLUMN offer_channel text, ADD COLUMN offer_ms float8;
 
 DROP FUNCTION ${S}.lease_ready(text[], integer, float8, uuid, float8);
 ${lease}

@@ -182,6 +182,11 @@ export class PgBroker implements BrokerBackend {
   readonly #listener: Listener;
   readonly #pollMs: number;
   readonly #nodeId: string;
+  /**
+   * The channel offers to this process come on: the schema's prefix and 48 bits of its id (within PostgreSQL's 63
+   * bytes for a 40-character schema name); an offer also names its holder, which is checked.
+   */
+  readonly #offerChannel: string;
   readonly #lease: LeaseSettings;
   readonly #knownTypes: ReadonlySet<string>;
   readonly #validatePayload: (payload: unknown) => void;
@@ -246,6 +251,7 @@ export class PgBroker implements BrokerBackend {
     this.#listener = options.listener;
     this.#pollMs = options.pollMs;
     this.#nodeId = options.nodeId;
+    this.#offerChannel = options.names.channel(`offer_${options.nodeId.replaceAll('-', '').slice(0, 12)}`);
     const s = options.settings;
     this.#lease = {
       nackTimeoutMs: s.nackTimeoutMs ?? 60_000,
@@ -300,6 +306,15 @@ export class PgBroker implements BrokerBackend {
   /** Subscribes to the notifications it needs; called by the backend before the listener connects. */
   subscribe(): void {
     this.#listener.subscribe(this.#names.channels.ready, { onNotify: (payload) => this.#onReady(payload), onConnect: () => this.#lookAgain() });
+    // Offers (migration 12) come on a channel of this process's own: no other process wakes for them.
+    this.#listener.subscribe(this.#offerChannel, {
+      onNotify: (payload) => {
+        const offer = offerIn(payload);
+        if (offer === undefined || offer.holder !== this.#nodeId) this.#logger.warn({ payload: payload.slice(0, 200) }, 'an offer that is not for this process; ignored');
+        else this.#takeOffer(offer);
+      },
+      onConnect: () => this.#giveBackMissedOffers(),
+    });
     this.#listener.subscribe(this.#names.channels.outcome, {
       onNotify: (payload) => {
         if (payload === this.#nodeId) this.#outcomes.hint();
@@ -533,11 +548,6 @@ export class PgBroker implements BrokerBackend {
     } else if (payload === this.#nodeId) {
       if (this.#canStartNow()) this.#lookAgain();
       else this.#passOn();
-    } else if (payload.startsWith('{')) {
-      // An offer (migration 12): a delivery already leased to the process it names; nothing is left to fetch.
-      const offer = offerIn(payload);
-      if (offer === undefined) this.#logger.warn({ payload: payload.slice(0, 200) }, 'a ready notification that is no offer; ignored');
-      else if (offer.holder === this.#nodeId) this.#takeOffer(offer);
     } else if (this.#waiters.length > 0 && this.#lookTimer === undefined && !this.#closed) {
       this.#lookTimer = this.#clock.setTimer(() => {
         this.#lookTimer = undefined;
@@ -578,6 +588,28 @@ export class PgBroker implements BrokerBackend {
     const held = new Held(offer.id, offer.token, evaluation, offer.queue, 1, this.#clock.now() + this.#lease.nackTimeoutMs);
     this.#leases.add(held);
     this.#settleWaiter(waiter, undefined, this.#handOver(held));
+  }
+
+  /**
+   * After a reconnect of the listener: offers sent while it was away were leased to this process and never heard, so
+   * they would wait out their leases. Every delivery of this holder whose token it does not hold goes back, uncharged.
+   * (An offer heard between the reconnect and this statement's snapshot can go back too; its lease is then lost here
+   * at its first extension, as any lease taken over elsewhere is.)
+   */
+  #giveBackMissedOffers(): void {
+    const S = this.#names.S;
+    this.#track(
+      this.#db
+        .query(
+          `SELECT pg_notify($3, '') FROM (
+             SELECT bool_or(${S}.give_back(e.id, e.token)) AS ok FROM ${S}.evals e
+              WHERE e.state = 'unacked' AND e.holder = $1 AND NOT (e.token = ANY($2::text[]))) g
+            WHERE g.ok`,
+          [this.#nodeId, this.#leases.all().map((h) => h.token), this.#names.channels.ready],
+          'a give-back of missed offers',
+        )
+        .catch((error: unknown) => this.#logger.warn({ err: error }, 'giving back missed offers failed; their leases will end instead')),
+    );
   }
 
   /** An offer this process cannot start now: back to ready, uncharged, and everyone told; it stops standing. */
@@ -740,10 +772,10 @@ export class PgBroker implements BrokerBackend {
     const sentAt = this.#pacer.start();
     const stands = !this.#pacer.threadsBusy();
     const rows = await this.#db.query<{ id: string; body: Buffer; queue: string; deliveries: number; token: string; priority: number; create_index: string; seq: string }>(
-      `SELECT * FROM ${S}.lease_ready($1::text[], $2::int, $3::float8, $4::uuid, $5::float8, true)`,
+      `SELECT * FROM ${S}.lease_ready($1::text[], $2::int, $3::float8, $4::uuid, $5::float8, $6::text)`,
       // Finding fewer than asked for records this process as waiting for these types until its next polls, unless
       // its threads have work ahead: an enqueue should name (or offer to) a process that can start the evaluation now.
-      [types, max, this.#lease.nackTimeoutMs, this.#nodeId, stands ? 2 * this.#pollMs : 0],
+      [types, max, this.#lease.nackTimeoutMs, this.#nodeId, stands ? 2 * this.#pollMs : 0, this.#offerChannel],
       'a dequeue',
     );
     this.#lastFetchStood = stands;

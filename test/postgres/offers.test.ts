@@ -45,22 +45,33 @@ describe('an idle enqueue offers its evaluation to the waiting process it names'
     await migratedSchema(schema);
     const S = `"${schema}"`;
     const listener: PoolClient = await admin!.connect();
-    const payloads: string[] = [];
+    // Each process's offers come on a channel of its own, the rest on the schema's ready channel.
+    const readyChannel = schemaNames(schema).channels.ready;
+    const offerChannel = (holder: string): string => `${schema}_offer_${holder.slice(0, 8)}`;
+    const notes: { channel: string; payload: string }[] = [];
     let heard: () => void = () => undefined;
     listener.on('notification', (m) => {
-      payloads.push(m.payload ?? '');
+      notes.push({ channel: m.channel, payload: m.payload ?? '' });
       heard();
     });
-    await listener.query(`LISTEN "${schemaNames(schema).channels.ready}"`);
-    const enqueue = async (ids: string[], pad = 0): Promise<{ payload: string; states: string[] }> => {
-      const before = payloads.length;
-      const notified = new Promise<void>((resolve) => (heard = () => payloads.length > before && resolve()));
+    await listener.query(`LISTEN "${readyChannel}"`);
+    const enqueue = async (ids: string[], pad = 0): Promise<{ channel: string; payload: string; states: string[] }> => {
+      const before = notes.length;
+      const notified = new Promise<void>((resolve) => (heard = () => notes.length > before && resolve()));
       const states = await enqueueInSql(admin!, S, ids, 'place', pad);
       await notified;
-      return { payload: payloads[before]!, states };
+      return { ...notes[before]!, states };
     };
     const lease = async (holder: string, max: number, offers: boolean, leaseMs = 30_000): Promise<number> =>
-      (await admin!.query(`SELECT * FROM ${S}.lease_ready($1::text[], $2::int, $3::float8, $4::uuid, 60000, $5)`, [['place'], max, leaseMs, holder, offers])).rowCount ?? 0;
+      (
+        await admin!.query(`SELECT * FROM ${S}.lease_ready($1::text[], $2::int, $3::float8, $4::uuid, 60000, $5)`, [
+          ['place'],
+          max,
+          leaseMs,
+          holder,
+          offers ? offerChannel(holder) : null,
+        ])
+      ).rowCount ?? 0;
     const row = async (id: string): Promise<EvalRow> =>
       (
         await admin!.query<EvalRow>(
@@ -72,8 +83,11 @@ describe('an idle enqueue offers its evaluation to the waiting process it names'
       const [low, high] = [randomUUID(), randomUUID()].sort() as [string, string];
       assert.equal(await lease(high, 4, true, 45_000), 0);
       assert.equal(await lease(low, 4, true, 45_000), 0);
+      await listener.query(`LISTEN "${offerChannel(low)}"`);
+      await listener.query(`LISTEN "${offerChannel(high)}"`);
 
       const first = await enqueue(['o1']);
+      assert.equal(first.channel, offerChannel(low), "on the offered process's own channel");
       assert.deepEqual(first.states, ['unacked'], 'the enqueue answers the state it wrote');
       const offer = JSON.parse(first.payload) as { offer: string; id: string; token: string; queue: string; body: string };
       assert.equal(offer.offer, low, 'to the first standing, as a named notification would be');
@@ -169,5 +183,29 @@ describe('an idle enqueue offers its evaluation to the waiting process it names'
     await first.backend.broker.idle();
     const standing = await admin!.query<{ holder: string }>(`SELECT holder FROM "${schema}".waiting_dequeues`);
     assert.ok(!standing.rows.some((r) => r.holder === first.backend.nodeId), 'the process that declined stands no more');
+  });
+
+  test('an offer sent while the listener was away goes back, uncharged, when it reconnects', async () => {
+    const schema = schemaName('offers');
+    schemas.push(schema);
+    const r = await openRecordedBackend(schema, 600_000, 60_000);
+    opened.push(r);
+    const got = r.backend.broker.dequeue(['service'], 600_000);
+    await r.backend.broker.idle();
+    const timers = r.clock.pendingTimers;
+    const { rows: cut } = await admin!.query<{ ok: boolean }>(
+      `SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'`,
+      [`tickpool ${r.backend.nodeId}`],
+    );
+    assert.deepEqual(cut, [{ ok: true }]);
+    // The listener saw its connection go and armed its retry (nothing else arms a timer on a clock that does not move).
+    while (r.clock.pendingTimers === timers) await new Promise((resolve) => setTimeout(resolve, 1));
+    // Its row still stands: the enqueue leases to it, and the offer goes unheard.
+    assert.deepEqual(await enqueueInSql(admin!, `"${schema}"`, ['unheard'], 'service'), ['unacked']);
+    r.clock.advance(50);
+    const delivery = (await got) as { evaluation: { id: string }; token: string };
+    assert.equal(delivery.evaluation.id, 'unheard');
+    const { rows } = await admin!.query(`SELECT token, deliveries FROM "${schema}".evals WHERE id = 'unheard'`);
+    assert.deepEqual(rows[0], { token: delivery.token, deliveries: 1 }, 'given back uncharged, then fetched');
   });
 });

@@ -69,11 +69,13 @@ describe('a quiet process does not fetch for every dequeue', { skip: skipWithout
   test('a dead letter is heard by a quiet consumer of _failed', { timeout: 10_000 }, async () => {
     const schema = schemaName('quiet');
     schemas.push(schema);
-    const consumer = await openRecordedBackend(schema, 600_000, POLL_MS);
     const worker = await openRecordedBackend(schema, 600_000, POLL_MS);
-    opened.push(consumer, worker);
+    opened.push(worker);
     await worker.backend.broker.enqueue({ id: 'doomed', jobId: 'job-doomed', type: 'service' }).accepted;
     const delivery = (await worker.backend.broker.dequeue(['service'], 600_000))!;
+    // Opened after that enqueue, so that its notification cannot reach the consumer during the consumer's fetch.
+    const consumer = await openRecordedBackend(schema, 600_000, POLL_MS);
+    opened.push(consumer);
     const dead = consumer.backend.broker.dequeue(['_failed'], 600_000);
     await consumer.backend.broker.idle();
     assert.deepEqual(consumer.sent, ['lease 1'], 'found nothing, stands, quiet');
