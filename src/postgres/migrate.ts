@@ -15,6 +15,7 @@ import { leaseCommitSchema } from './lease-commit-schema.js';
 import { leaseReadySchema } from './lease-ready-schema.js';
 import { namedOutcomesSchema } from './named-outcomes-schema.js';
 import { offerSchema } from './offer-schema.js';
+import { originOutcomesSchema } from './origin-outcomes-schema.js';
 import { outcomeIdsSchema } from './outcome-ids-schema.js';
 import { schemaV1 } from './schema-v1.js';
 import { runWritesSchema } from './tasks/run-writes-schema.js';
@@ -41,6 +42,7 @@ export const migrations: readonly Migration[] = Object.freeze([
   { version: 10, sql: (n: SchemaNames) => leaseCommitSchema(n.S) + genericPlansSchema(n.schema) },
   { version: 11, sql: (n: SchemaNames) => waitingDequeuesSchema(n.schema, n.S, n.K, n.channel) },
   { version: 12, sql: (n: SchemaNames) => offerSchema(n.schema, n.S, n.K, n.channel) },
+  { version: 13, sql: (n: SchemaNames) => originOutcomesSchema(n.S, n.K, n.channel) },
 ]);
 
 /** The schema version this code writes and reads. */

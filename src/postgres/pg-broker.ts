@@ -47,6 +47,7 @@ import type { Database } from './database.js';
 import { Held, Leases } from './leases.js';
 import type { Listener } from './listener.js';
 import type { SchemaNames } from './names.js';
+import { originOutcomeChannel } from './origin-outcomes-schema.js';
 import { OutcomeWatch } from './outcome-watch.js';
 import { PgHandle } from './pg-handle.js';
 import { RoundTripPacer } from './round-trip-pacer.js';
@@ -315,11 +316,11 @@ export class PgBroker implements BrokerBackend {
       },
       onConnect: () => this.#giveBackMissedOffers(),
     });
-    this.#listener.subscribe(this.#names.channels.outcome, {
+    // Outcomes of evaluations enqueued here come on a channel of this process's own (migration 13).
+    this.#listener.subscribe(originOutcomeChannel(this.#names.channel, this.#nodeId), {
       onNotify: (payload) => {
         if (payload === this.#nodeId) this.#outcomes.hint();
-        else if (payload.startsWith('{') && payload.includes(this.#nodeId)) {
-          // Every process hears every origin's notifications: only one naming this process is worth parsing.
+        else if (payload.startsWith('{')) {
           const named = outcomesNamed(payload);
           if (named?.origin === this.#nodeId) this.#outcomes.hint(named.ids);
         }
