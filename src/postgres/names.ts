@@ -14,6 +14,12 @@ export interface SchemaNames {
   /** Notification channel names: something became ready; an outcome of an evaluation enqueued here; a commit. */
   readonly channels: { readonly ready: string; readonly outcome: string; readonly state: string };
   channel(name: string): string;
+  /**
+   * The channel of `name` that process `nodeId` alone listens on: the schema's channel and 48 bits of the process's
+   * id (within PostgreSQL's 63 bytes for a 40-character schema name). What comes on it also names the process, which
+   * checks it. Offers (migration 12) and outcomes (migration 13, whose `outcome_channel` computes the same in SQL).
+   */
+  processChannel(name: 'offer' | 'outcome', nodeId: string): string;
 }
 
 /** FNV-1a, 32 bits, as a signed int4 (what `pg_advisory_xact_lock(int, int)` takes). */
@@ -35,5 +41,6 @@ export function schemaNames(schema: string): SchemaNames {
     migrationLock: `tickpool:migrate:${schema}`,
     channels: { ready: channel('ready'), outcome: channel('outcome'), state: channel('state') },
     channel,
+    processChannel: (name, nodeId) => channel(`${name}_${nodeId.replaceAll('-', '').slice(0, 12)}`),
   };
 }

@@ -3,8 +3,8 @@
  * the schema's outcome channel that every process listens on. Each ack batch woke every process (its listening
  * backend, then the process, which parsed enough of the payload to see it named another): with three worker
  * processes and a front, four wake-ups on two cores for one process's news. `outcome_channel(origin)` is the
- * schema's outcome channel and 48 bits of the origin's id (what `PgBroker` listens on; within PostgreSQL's 63 bytes
- * for a 40-character schema name); the payload still names the origin, which the process checks.
+ * origin's `SchemaNames.processChannel('outcome', …)`, which its `PgBroker` listens on; the payload still names the
+ * origin, which the process checks.
  *
  * `ack_rows` (migration 8's) and `notify_outcomes` (migration 9's, which the other ways an outcome is stored call)
  * are the two places that notify; each is given its new channel at the one place it names the old. A process of the
@@ -14,11 +14,6 @@
 import { namedOutcomesSchema } from './named-outcomes-schema.js';
 import { outcomeIdsSchema } from './outcome-ids-schema.js';
 import { functionText, replacedOnce } from './sql-text.js';
-
-/** The outcome channel of the process `nodeId`, as `outcome_channel` computes it in SQL. */
-export function originOutcomeChannel(channel: (name: string) => string, nodeId: string): string {
-  return channel(`outcome_${nodeId.replaceAll('-', '').slice(0, 12)}`);
-}
 
 export function originOutcomesSchema(S: string, K: number, channel: (name: string) => string): string {
   const outcome = channel('outcome');

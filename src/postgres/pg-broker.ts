@@ -47,7 +47,6 @@ import type { Database } from './database.js';
 import { Held, Leases } from './leases.js';
 import type { Listener } from './listener.js';
 import type { SchemaNames } from './names.js';
-import { originOutcomeChannel } from './origin-outcomes-schema.js';
 import { OutcomeWatch } from './outcome-watch.js';
 import { PgHandle } from './pg-handle.js';
 import { RoundTripPacer } from './round-trip-pacer.js';
@@ -183,10 +182,7 @@ export class PgBroker implements BrokerBackend {
   readonly #listener: Listener;
   readonly #pollMs: number;
   readonly #nodeId: string;
-  /**
-   * The channel offers to this process come on: the schema's prefix and 48 bits of its id (within PostgreSQL's 63
-   * bytes for a 40-character schema name); an offer also names its holder, which is checked.
-   */
+  /** The channel offers to this process come on (migration 12). */
   readonly #offerChannel: string;
   readonly #lease: LeaseSettings;
   readonly #knownTypes: ReadonlySet<string>;
@@ -239,6 +235,8 @@ export class PgBroker implements BrokerBackend {
   #quietKey: string | undefined;
   /** Whether the last fetch stood as waiting (its threads had no work ahead). */
   #lastFetchStood = false;
+  /** The listener connected once already: a connect after that is a reconnect. */
+  #listenedBefore = false;
   /** Told of each delivery handed over (the backend makes the replica catch up to its modifyIndex). */
   onDelivery: ((evaluation: Evaluation) => void) | undefined = undefined;
   /** Deliveries being handed over or given back: `close()` waits for them. */
@@ -252,7 +250,7 @@ export class PgBroker implements BrokerBackend {
     this.#listener = options.listener;
     this.#pollMs = options.pollMs;
     this.#nodeId = options.nodeId;
-    this.#offerChannel = options.names.channel(`offer_${options.nodeId.replaceAll('-', '').slice(0, 12)}`);
+    this.#offerChannel = options.names.processChannel('offer', options.nodeId);
     const s = options.settings;
     this.#lease = {
       nackTimeoutMs: s.nackTimeoutMs ?? 60_000,
@@ -314,10 +312,14 @@ export class PgBroker implements BrokerBackend {
         if (offer === undefined || offer.holder !== this.#nodeId) this.#logger.warn({ payload: payload.slice(0, 200) }, 'an offer that is not for this process; ignored');
         else this.#takeOffer(offer);
       },
-      onConnect: () => this.#giveBackMissedOffers(),
+      onConnect: () => {
+        // None can be missed before the first connect: offers need a fetch of this process first.
+        if (this.#listenedBefore) this.#giveBackMissedOffers();
+        this.#listenedBefore = true;
+      },
     });
     // Outcomes of evaluations enqueued here come on a channel of this process's own (migration 13).
-    this.#listener.subscribe(originOutcomeChannel(this.#names.channel, this.#nodeId), {
+    this.#listener.subscribe(this.#names.processChannel('outcome', this.#nodeId), {
       onNotify: (payload) => {
         if (payload === this.#nodeId) this.#outcomes.hint();
         else if (payload.startsWith('{')) {

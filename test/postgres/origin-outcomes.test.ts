@@ -6,7 +6,6 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { PoolClient } from 'pg';
 import { schemaNames } from '../../src/postgres/names.js';
-import { originOutcomeChannel } from '../../src/postgres/origin-outcomes-schema.js';
 import { openBackend } from './backend-harness.js';
 import { adminPool, dropSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
 
@@ -26,8 +25,8 @@ test("an ack's outcome notification reaches its origin's channel, and only that 
       heard.push({ channel: m.channel, payload: m.payload ?? '' });
       onHeard();
     });
-    const own = originOutcomeChannel(names.channel, front.nodeId);
-    const others = originOutcomeChannel(names.channel, worker.nodeId);
+    const own = names.processChannel('outcome', front.nodeId);
+    const others = names.processChannel('outcome', worker.nodeId);
     for (const channel of [names.channels.outcome, own, others]) await listener.query(`LISTEN "${channel}"`);
 
     const handle = front.broker.enqueue({ id: 'e1', jobId: 'job-1', type: 'service' });
