@@ -22,7 +22,8 @@
  * that cannot start it is given back uncharged (`give_back`) by that process, and one to a process that died after
  * its last fetch, whose row still stood (for at most two poll intervals), is redelivered when its lease ends, as the
  * deliveries it held are. That case costs the evaluation its nack timeout where a named notification cost it
- * `NAMED_NOTIFY_LEAD_MS`; a process that stops cleanly withdraws its row first.
+ * `NAMED_NOTIFY_LEAD_MS`. A process that stops cleanly withdraws its row, which waits for the enqueues that chose it
+ * (they hold the row's key-share lock), and then gives back whatever is still leased to it, heard or not.
  *
  * Dead letters notify too: an evaluation that becomes ready in `_failed` (`to_failed`, an enqueue that carries its
  * failure, a `_failed` delivery requeued) sends the empty payload, as every other way of becoming ready does. A
@@ -74,9 +75,11 @@ export function offerSchema(schema: string, S: string, K: number, channel: (name
 BEGIN
   IF cardinality(p_ids) = 1 AND p_failures[1] IS NULL AND coalesce(p_wait_ms[1], 0) <= 0 AND p_wait_until_ms[1] IS NULL
      AND octet_length(p_bodies[1]) <= ${MAX_OFFER_BODY_BYTES} THEN
+    -- The key-share lock holds off the row's DELETE (a process leaving, or no longer standing) until this commits, so
+    -- that the leaving process's last look for deliveries of its own comes after any offer made to it.
     SELECT w.holder, w.offer_ms, w.offer_channel INTO v_offer_to, v_offer_ms, v_offer_channel FROM ${S}.waiting_dequeues w
      WHERE p_types[1] = ANY(w.types) AND w.until > clock_timestamp()
-     ORDER BY w.holder LIMIT 1;
+     ORDER BY w.holder LIMIT 1 FOR KEY SHARE;
     IF v_offer_ms IS NOT NULL AND NOT EXISTS (SELECT 1 FROM ${S}.evals e WHERE e.state = 'ready' AND e.queue = p_types[1]) THEN
       v_token := gen_random_uuid()::text;
     END IF;

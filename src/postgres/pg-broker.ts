@@ -599,9 +599,9 @@ export class PgBroker implements BrokerBackend {
    * (An offer heard between the reconnect and this statement's snapshot can go back too; its lease is then lost here
    * at its first extension, as any lease taken over elsewhere is.)
    */
-  #giveBackMissedOffers(): void {
+  #giveBackMissedOffers(): Promise<unknown> {
     const S = this.#names.S;
-    this.#track(
+    return this.#track(
       this.#db
         .query(
           `SELECT pg_notify($3, '') FROM (
@@ -838,9 +838,10 @@ export class PgBroker implements BrokerBackend {
     }
   }
 
-  #track<T>(promise: Promise<T>): void {
+  #track<T>(promise: Promise<T>): Promise<T> {
     this.#inFlight.add(promise);
     void promise.finally(() => this.#inFlight.delete(promise));
+    return promise;
   }
 
   // ───────────────────────────── settlement ─────────────────────────────
@@ -1361,6 +1362,9 @@ export class PgBroker implements BrokerBackend {
     await this.#db
       .query(`DELETE FROM ${this.#names.S}.waiting_dequeues WHERE holder = $1`, [this.#nodeId], 'leaving')
       .catch((error: unknown) => this.#logger.warn({ err: error }, 'could not withdraw this process from the waiting dequeues'));
+    // The DELETE waited for the enqueues that chose this process: what they offered is leased here, heard or not.
+    await this.#giveBackMissedOffers();
+    await Promise.allSettled([...this.#inFlight]);
     this.#leases.close();
     this.#outcomes.close();
   }

@@ -185,6 +185,45 @@ describe('an idle enqueue offers its evaluation to the waiting process it names'
     assert.ok(!standing.rows.some((r) => r.holder === first.backend.nodeId), 'the process that declined stands no more');
   });
 
+  test('a process that stops waits for the enqueue offering to it, then gives back the offer it did not hear', async () => {
+    const schema = schemaName('offers');
+    schemas.push(schema);
+    const r = await openRecordedBackend(schema, 600_000, 60_000);
+    void r.backend.broker.dequeue(['service'], 600_000).catch(() => undefined);
+    await r.backend.broker.idle();
+    const enqueuing = await admin!.connect();
+    try {
+      await enqueuing.query('BEGIN');
+      assert.deepEqual(await enqueueInSql(enqueuing as unknown as Pool, `"${schema}"`, ['late'], 'service'), ['unacked'], 'offered, not committed yet');
+      const closed = r.backend.close();
+      // Its withdrawal waits for that enqueue (which holds its row's key-share lock).
+      const waitingForLock = async (): Promise<boolean> =>
+        (
+          await admin!.query(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`,
+            [`DELETE FROM "${schema}".waiting_dequeues%`],
+          )
+        ).rows[0].n > 0;
+      let done = false;
+      void closed.then(() => (done = true));
+      while (!done && !(await waitingForLock())) await new Promise((resolve) => setTimeout(resolve, 1));
+      assert.equal(done, false, 'the close waited for the enqueue that chose it');
+      // Its listener goes too, so that the offer is not heard: only the look after the withdrawal can find it.
+      const timers = r.clock.pendingTimers;
+      await admin!.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'`, [
+        `tickpool ${r.backend.nodeId}`,
+      ]);
+      while (r.clock.pendingTimers === timers) await new Promise((resolve) => setTimeout(resolve, 1));
+      await enqueuing.query('COMMIT');
+      await closed;
+    } finally {
+      enqueuing.release();
+      await r.pool.end();
+    }
+    const { rows } = await admin!.query(`SELECT state, holder, deliveries FROM "${schema}".evals WHERE id = 'late'`);
+    assert.deepEqual(rows[0], { state: 'ready', holder: null, deliveries: 0 }, 'back, uncharged, for another process');
+  });
+
   test('an offer sent while the listener was away goes back, uncharged, when it reconnects', async () => {
     const schema = schemaName('offers');
     schemas.push(schema);
