@@ -7,13 +7,14 @@
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, describe, test } from 'node:test';
-import type { Pool, PoolClient } from 'pg';
+import { describe, test } from 'node:test';
+import type { PoolClient } from 'pg';
 import { decodeValue, encodeValue } from '../../src/postgres/codec.js';
 import { schemaNames } from '../../src/postgres/names.js';
 import { MAX_OFFER_BODY_BYTES } from '../../src/postgres/offer-schema.js';
-import { adminPool, dropSchema, migratedSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
+import { migratedSchema, requireDatabaseInCI, skipWithoutDatabase } from './helpers.js';
 import { kinds, openRecordedBackend, type RecordedBackend } from './recorded-backend.js';
+import { suiteResources } from './suite-resources.js';
 import { enqueueInSql } from './sql-enqueue.js';
 
 requireDatabaseInCI();
@@ -27,21 +28,10 @@ interface EvalRow {
 }
 
 describe('an idle enqueue offers its evaluation to the waiting process it names', { skip: skipWithoutDatabase, timeout: 30_000 }, () => {
-  const admin: Pool | undefined = skipWithoutDatabase === false ? adminPool() : undefined;
-  const schemas: string[] = [];
-  const opened: RecordedBackend[] = [];
-  after(async () => {
-    for (const r of opened) {
-      await r.backend.close();
-      await r.pool.end();
-    }
-    for (const s of schemas) await dropSchema(admin!, s);
-    await admin?.end();
-  });
+  const { admin, ...resources } = suiteResources();
 
   test('in SQL: a single ready enqueue is leased to the first process standing with offers, and the payload is the delivery', async () => {
-    const schema = schemaName('offers');
-    schemas.push(schema);
+    const schema = resources.schema('offers');
     await migratedSchema(schema);
     const S = `"${schema}"`;
     const listener: PoolClient = await admin!.connect();
@@ -140,11 +130,9 @@ describe('an idle enqueue offers its evaluation to the waiting process it names'
 
   /** Two backends on one schema, each with one dequeue waiting for `service`, both standing as waiting. */
   async function twoWaiting(): Promise<{ schema: string; first: RecordedBackend; second: RecordedBackend; firstDequeue: AbortController; got: Promise<unknown>[] }> {
-    const schema = schemaName('offers');
-    schemas.push(schema);
-    const a = await openRecordedBackend(schema, 600_000, 60_000);
-    const b = await openRecordedBackend(schema, 600_000, 60_000);
-    opened.push(a, b);
+    const schema = resources.schema('offers');
+    const a = await resources.open(schema, 600_000, 60_000);
+    const b = await resources.open(schema, 600_000, 60_000);
     const [first, second] = [a, b].sort((x, y) => (x.backend.nodeId < y.backend.nodeId ? -1 : 1)) as [RecordedBackend, RecordedBackend];
     const firstDequeue = new AbortController();
     const got = [first.backend.broker.dequeue(['service'], 600_000, firstDequeue.signal), second.backend.broker.dequeue(['service'], 600_000)].map((p) =>
@@ -186,15 +174,14 @@ describe('an idle enqueue offers its evaluation to the waiting process it names'
   });
 
   test('a process that stops waits for the enqueue offering to it, then gives back the offer it did not hear', async () => {
-    const schema = schemaName('offers');
-    schemas.push(schema);
+    const schema = resources.schema('offers');
     const r = await openRecordedBackend(schema, 600_000, 60_000);
     void r.backend.broker.dequeue(['service'], 600_000).catch(() => undefined);
     await r.backend.broker.idle();
     const enqueuing = await admin!.connect();
     try {
       await enqueuing.query('BEGIN');
-      assert.deepEqual(await enqueueInSql(enqueuing as unknown as Pool, `"${schema}"`, ['late'], 'service'), ['unacked'], 'offered, not committed yet');
+      assert.deepEqual(await enqueueInSql(enqueuing, `"${schema}"`, ['late'], 'service'), ['unacked'], 'offered, not committed yet');
       const closed = r.backend.close();
       // Its withdrawal waits for that enqueue (which holds its row's key-share lock).
       const waitingForLock = async (): Promise<boolean> =>
@@ -225,10 +212,8 @@ describe('an idle enqueue offers its evaluation to the waiting process it names'
   });
 
   test('an offer sent while the listener was away goes back, uncharged, when it reconnects', async () => {
-    const schema = schemaName('offers');
-    schemas.push(schema);
-    const r = await openRecordedBackend(schema, 600_000, 60_000);
-    opened.push(r);
+    const schema = resources.schema('offers');
+    const r = await resources.open(schema, 600_000, 60_000);
     const got = r.backend.broker.dequeue(['service'], 600_000);
     await r.backend.broker.idle();
     const timers = r.clock.pendingTimers;

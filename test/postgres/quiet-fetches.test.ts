@@ -5,10 +5,10 @@
  * move unless the test moves it, so no poll runs by itself.
  */
 import assert from 'node:assert/strict';
-import { after, describe, test } from 'node:test';
-import type { Pool } from 'pg';
-import { adminPool, dropSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
-import { openRecordedBackend, type RecordedBackend } from './recorded-backend.js';
+import { describe, test } from 'node:test';
+import { requireDatabaseInCI, skipWithoutDatabase } from './helpers.js';
+import type { RecordedBackend } from './recorded-backend.js';
+import { suiteResources } from './suite-resources.js';
 import { enqueueInSql } from './sql-enqueue.js';
 
 requireDatabaseInCI();
@@ -16,24 +16,12 @@ requireDatabaseInCI();
 const POLL_MS = 60_000;
 
 describe('a quiet process does not fetch for every dequeue', { skip: skipWithoutDatabase, timeout: 30_000 }, () => {
-  const admin: Pool | undefined = skipWithoutDatabase === false ? adminPool() : undefined;
-  const schemas: string[] = [];
-  const opened: RecordedBackend[] = [];
-  after(async () => {
-    for (const r of opened) {
-      await r.backend.close();
-      await r.pool.end();
-    }
-    for (const s of schemas) await dropSchema(admin!, s);
-    await admin?.end();
-  });
+  const { admin, ...resources } = suiteResources();
 
   /** A backend with one dequeue that fetched, found nothing and stands as waiting. */
   async function standing(): Promise<{ schema: string; r: RecordedBackend; first: Promise<unknown> }> {
-    const schema = schemaName('quiet');
-    schemas.push(schema);
-    const r = await openRecordedBackend(schema, 600_000, POLL_MS);
-    opened.push(r);
+    const schema = resources.schema('quiet');
+    const r = await resources.open(schema, 600_000, POLL_MS);
     const first = r.backend.broker.dequeue(['service'], 600_000);
     await r.backend.broker.idle();
     assert.deepEqual(r.sent, ['lease 1']);
@@ -67,15 +55,12 @@ describe('a quiet process does not fetch for every dequeue', { skip: skipWithout
   });
 
   test('a dead letter is heard by a quiet consumer of _failed', { timeout: 10_000 }, async () => {
-    const schema = schemaName('quiet');
-    schemas.push(schema);
-    const worker = await openRecordedBackend(schema, 600_000, POLL_MS);
-    opened.push(worker);
+    const schema = resources.schema('quiet');
+    const worker = await resources.open(schema, 600_000, POLL_MS);
     await worker.backend.broker.enqueue({ id: 'doomed', jobId: 'job-doomed', type: 'service' }).accepted;
     const delivery = (await worker.backend.broker.dequeue(['service'], 600_000))!;
     // Opened after that enqueue, so that its notification cannot reach the consumer during the consumer's fetch.
-    const consumer = await openRecordedBackend(schema, 600_000, POLL_MS);
-    opened.push(consumer);
+    const consumer = await resources.open(schema, 600_000, POLL_MS);
     const dead = consumer.backend.broker.dequeue(['_failed'], 600_000);
     await consumer.backend.broker.idle();
     assert.deepEqual(consumer.sent, ['lease 1'], 'found nothing, stands, quiet');
