@@ -14,9 +14,8 @@
  *   choice) takes offers: the row is inserted already leased to that process (`unacked`, a new token, its lease
  *   from now, one delivery), in the same durable commit as the admission, and a notification on that process's own
  *   channel carries the delivery as JSON, `{"offer": holder, "id", "token", "queue", "body": base64}`: the other
- *   processes are not woken for it. Everything else is as before:
- *   a batch, a delay, an id seen before, a job whose slot is taken (the slow path) or a big body go by
- *   `notify_ready`.
+ *   processes are not woken for it. Everything else is as before: a batch, a delay, an id seen before, a job whose
+ *   slot is taken (the slow path), or an offer that would not fit a notification go by `notify_ready`.
  *
  * The offered lease is like one a fetch takes, so what holds for leases holds for offers: an offer to a process
  * that cannot start it is given back uncharged (`give_back`) by that process, and one to a process that died after
@@ -37,10 +36,11 @@ import { functionText, replacedOnce } from './sql-text.js';
 import { waitingEnqueue, waitingLeaseReady } from './waiting-dequeues-schema.js';
 
 /**
- * The largest body an offer carries. PostgreSQL refuses a payload over 8,000 bytes; base64 makes 4 bytes of 3 and
- * the JSON around it holds two uuids, the id and the type.
+ * The largest body an offer carries (base64 makes 4 bytes of 3), and the largest offer: PostgreSQL refuses a
+ * notification payload over 8,000 bytes, and ids and types have no length limit of their own.
  */
 export const MAX_OFFER_BODY_BYTES = 5_000;
+const MAX_OFFER_BYTES = 7_900;
 
 export function offerSchema(schema: string, S: string, K: number, channel: (name: string) => string): string {
   const ready = channel('ready');
@@ -70,6 +70,7 @@ export function offerSchema(schema: string, S: string, K: number, channel: (name
   v_offer_to uuid;
   v_offer_ms float8;
   v_offer_channel text;
+  v_offer text;
   v_token text;
   v_failed_ready boolean := false;
 BEGIN
@@ -82,6 +83,11 @@ BEGIN
      ORDER BY w.holder LIMIT 1 FOR KEY SHARE;
     IF v_offer_ms IS NOT NULL AND NOT EXISTS (SELECT 1 FROM ${S}.evals e WHERE e.state = 'ready' AND e.queue = p_types[1]) THEN
       v_token := gen_random_uuid()::text;
+      v_offer := json_build_object('offer', v_offer_to, 'id', p_ids[1], 'token', v_token, 'queue', p_types[1],
+        'body', encode(p_bodies[1], 'base64'))::text;
+      IF octet_length(v_offer) > ${MAX_OFFER_BYTES} THEN
+        v_token := NULL;
+      END IF;
     END IF;
   END IF;
 `,
@@ -103,8 +109,7 @@ BEGIN
         'IF v_fast IS NOT NULL THEN v_any_ready := true; END IF;',
         `IF v_fast IS NOT NULL AND v_token IS NULL THEN v_any_ready := true; END IF;
   IF v_fast IS NOT NULL AND v_token IS NOT NULL THEN
-    PERFORM pg_notify(v_offer_channel, json_build_object('offer', v_offer_to, 'id', p_ids[1], 'token', v_token, 'queue', p_types[1],
-      'body', encode(p_bodies[1], 'base64'))::text);
+    PERFORM pg_notify(v_offer_channel, v_offer);
   END IF;`,
       ],
       ["      IF p_failures[i] IS NOT NULL THEN\n        v_state := 'ready';\n", "      IF p_failures[i] IS NOT NULL THEN\n        v_state := 'ready';\n        v_failed_ready := true;\n"],

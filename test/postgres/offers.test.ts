@@ -107,6 +107,11 @@ describe('an idle enqueue offers its evaluation to the waiting process it names'
       const big = await enqueue(['o5'], MAX_OFFER_BODY_BYTES);
       assert.equal(big.payload, low, 'a body too big for a notification is named, not offered');
       assert.equal(await lease(low, 8, true, 45_000), 1);
+      // A body that fits (it holds the id twice, as id and job), beside the id once more: over a notification's limit.
+      const longId = `o-${'i'.repeat(2_400)}`;
+      const long = await enqueue([longId]);
+      assert.equal(long.payload, low, 'an offer too long for a notification: named, and the enqueue does not fail');
+      assert.equal(await lease(low, 8, true, 45_000), 1);
 
       // The first standing process does not take offers (a fetch of the release before): it is named.
       assert.equal(await lease(low, 8, false), 0);
