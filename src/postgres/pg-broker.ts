@@ -125,6 +125,19 @@ function assertId(name: string, value: unknown): asserts value is string {
   if (typeof value !== 'string' || value.length === 0) throw new InvalidArgumentError(name, 'a non-empty string', value);
 }
 
+/**
+ * The longest id, job id or namespace this backend stores, in UTF-8 bytes. They are index keys, and a btree entry
+ * over 2,704 bytes is refused by PostgreSQL with an error of its own, after the evaluation was handed in.
+ */
+export const MAX_KEY_BYTES = 1_024;
+
+function assertKeyLength(name: string, value: string): void {
+  // A string of a third as many UTF-16 units cannot pass the limit in UTF-8: most are not measured.
+  if (value.length > MAX_KEY_BYTES / 3 && Buffer.byteLength(value, 'utf8') > MAX_KEY_BYTES) {
+    throw new InvalidEvaluationError(name, `a string of at most ${MAX_KEY_BYTES} bytes (UTF-8) on PostgreSQL, where it is an index key`, value);
+  }
+}
+
 function assertToken(value: unknown): asserts value is string {
   if (typeof value !== 'string') throw new InvalidArgumentError('token', 'a string', value);
 }
@@ -344,6 +357,9 @@ export class PgBroker implements BrokerBackend {
     if (this.#closed) throw new InvalidStateError('Expected an open PostgreSQL broker to enqueue into, but it is closed');
     const evaluation = withEvaluationDefaults(input);
     assertEvaluation(evaluation, this.#validatePayload);
+    assertKeyLength('evaluation.id', evaluation.id);
+    assertKeyLength('evaluation.jobId', evaluation.jobId);
+    assertKeyLength('evaluation.namespace', evaluation.namespace ?? DEFAULT_NAMESPACE);
     const known = this.#outcomes.get(evaluation.id);
     if (known !== undefined && !known.settled) return known;
     let body: Buffer;
