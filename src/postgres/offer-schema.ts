@@ -2,8 +2,8 @@
  * Migration 12: an idle enqueue leases its evaluation to the waiting process it would name, and the notification
  * carries the delivery (an offer), so that process starts it without a fetch of its own.
  *
- * At idle the hand-off was two commits in a row: the enqueue's, whose notification woke the named process, and that
- * process's `lease_ready`, a second round trip and a second commit before its thread could start. Now:
+ * A named notification makes the idle hand-off two commits in a row: the enqueue's, whose notification wakes the
+ * named process, and that process's `lease_ready`, a second round trip and commit before its thread can start. So:
  *
  * - `waiting_dequeues.offer_channel` and `offer_ms`: set by a fetch that stands as waiting and accepts offers
  *   (`lease_ready`'s new `p_offer_channel`, whose default, NULL, serves a process of the release before, which would

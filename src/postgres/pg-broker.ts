@@ -548,7 +548,7 @@ export class PgBroker implements BrokerBackend {
    * Whether a fetch for `key` would find nothing: the last one found less than it asked for and stood as waiting, and
    * since it began nothing was heard that could have made an evaluation ready here. Every way an evaluation becomes
    * ready notifies (an idle enqueue names or offers to a standing process, everything else goes to everyone), so at
-   * idle a dequeue after each finished evaluation no longer costs an empty fetch. Not while the listener is away:
+   * idle the dequeue after each finished evaluation costs no fetch. Not while the listener is away:
    * notifications are hints, and the poll (`#armPoll`) stays the backstop either way.
    */
   #quiet(key: string): boolean {
