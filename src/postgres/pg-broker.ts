@@ -246,8 +246,6 @@ export class PgBroker implements BrokerBackend {
   /** `#heard` when the last fetch for `#quietKey` began, if it found less than it asked for and stood as waiting. */
   #quietAt: number | undefined;
   #quietKey: string | undefined;
-  /** Whether the last fetch stood as waiting (its threads had no work ahead). */
-  #lastFetchStood = false;
   /** The listener connected once already: a connect after that is a reconnect. */
   #listenedBefore = false;
   /** Told of each delivery handed over (the backend makes the replica catch up to its modifyIndex). */
@@ -633,17 +631,11 @@ export class PgBroker implements BrokerBackend {
 
   /** An offer this process cannot start now: back to ready, uncharged, and everyone told; it stops standing. */
   #declineOffer(offer: Offer): void {
-    const S = this.#names.S;
     this.#quietAt = undefined;
     this.#track(
-      this.#db
-        .query(
-          `WITH back AS (SELECT ${S}.give_back($1, $2) AS ok), unstand AS (DELETE FROM ${S}.waiting_dequeues WHERE holder = $3)
-           SELECT pg_notify($4, '') FROM back`,
-          [offer.id, offer.token, this.#nodeId, this.#names.channels.ready],
-          'a declined offer',
-        )
-        .catch((error: unknown) => this.#logger.warn({ err: error, evalId: offer.id }, 'giving an offer back failed; its lease will end instead')),
+      this.#giveBackInSql([offer], true).catch((error: unknown) =>
+        this.#logger.warn({ err: error, evalId: offer.id }, 'giving an offer back failed; its lease will end instead'),
+      ),
     );
   }
 
@@ -747,8 +739,9 @@ export class PgBroker implements BrokerBackend {
             }
             const heardAt = this.#heard;
             const asked = Math.min(MAX_FETCH, waiting.length);
-            const rows = await this.#fetch(waiting[0]!.types, asked);
-            if (rows.length < asked && this.#lastFetchStood) {
+            const stands = !this.#pacer.threadsBusy();
+            const rows = await this.#fetch(waiting[0]!.types, asked, stands);
+            if (rows.length < asked && stands) {
               this.#quietAt = heardAt;
               this.#quietKey = key;
             } else {
@@ -785,11 +778,13 @@ export class PgBroker implements BrokerBackend {
     }, this.#pollMs, { unref: true });
   }
 
-  /** Leases up to `max` of the best ready evaluations across `types`. */
-  async #fetch(types: readonly string[], max: number): Promise<Held[]> {
+  /**
+   * Leases up to `max` of the best ready evaluations across `types`. Finding fewer than asked for, a fetch that
+   * `stands` records this process as waiting for these types (see `waiting_dequeues`).
+   */
+  async #fetch(types: readonly string[], max: number, stands = !this.#pacer.threadsBusy()): Promise<Held[]> {
     const S = this.#names.S;
     const sentAt = this.#pacer.start();
-    const stands = !this.#pacer.threadsBusy();
     const rows = await this.#db.query<{ id: string; body: Buffer; queue: string; deliveries: number; token: string; priority: number; create_index: string; seq: string }>(
       `SELECT * FROM ${S}.lease_ready($1::text[], $2::int, $3::float8, $4::uuid, $5::float8, $6::text)`,
       // Finding fewer than asked for records this process as waiting for these types until its next polls, unless
@@ -797,7 +792,6 @@ export class PgBroker implements BrokerBackend {
       [types, max, this.#lease.nackTimeoutMs, this.#nodeId, stands ? 2 * this.#pollMs : 0, this.#offerChannel],
       'a dequeue',
     );
-    this.#lastFetchStood = stands;
     this.#pacer.answered(sentAt);
     // Best first: priority, then the turn within its type (FIFO), ties between types at random.
     const turn = new Map<string, number>();
@@ -833,14 +827,22 @@ export class PgBroker implements BrokerBackend {
   #giveBack(held: Held): void {
     this.#leases.delete(held);
     this.#track(
-      this.#db
-        // Ready again: the others are told (a quiet process fetches only once it hears of something).
-        .query(
-          `SELECT pg_notify($3, '') FROM (SELECT ${this.#names.S}.give_back($1, $2) AS ok) g WHERE g.ok`,
-          [held.id, held.token, this.#names.channels.ready],
-          'a give-back',
-        )
-        .catch((error: unknown) => this.#logger.warn({ err: error, evalId: held.id }, 'give-back failed; its lease will end instead')),
+      this.#giveBackInSql([held]).catch((error: unknown) => this.#logger.warn({ err: error, evalId: held.id }, 'give-back failed; its lease will end instead')),
+    );
+  }
+
+  /**
+   * Gives `deliveries` back, uncharged, and tells everyone when any went back (a quiet process fetches only once it
+   * hears of something); with `unstand`, this process also stops standing as waiting, in the same statement.
+   */
+  #giveBackInSql(deliveries: readonly { readonly id: string; readonly token: string }[], unstand = false): Promise<unknown> {
+    const S = this.#names.S;
+    return this.#db.query(
+      `WITH back AS (SELECT bool_or(${S}.give_back(x.id, x.token)) AS ok FROM unnest($1::text[], $2::text[]) AS x(id, token))
+       ${unstand ? `, unstand AS (DELETE FROM ${S}.waiting_dequeues WHERE holder = $4)` : ''}
+       SELECT pg_notify($3, '') FROM back WHERE ok`,
+      [deliveries.map((d) => d.id), deliveries.map((d) => d.token), this.#names.channels.ready, ...(unstand ? [this.#nodeId] : [])],
+      'a give-back',
     );
   }
 
@@ -1340,12 +1342,7 @@ export class PgBroker implements BrokerBackend {
     const held = this.#leases.all();
     for (const h of held) this.#leases.delete(h);
     if (held.length === 0) return [];
-    await this.#db.query(
-      `SELECT pg_notify($3, '') FROM (SELECT bool_or(${this.#names.S}.give_back(x.id, x.token)) AS ok FROM unnest($1::text[], $2::text[]) AS x(id, token)) g
-        WHERE g.ok`,
-      [held.map((h) => h.id), held.map((h) => h.token), this.#names.channels.ready],
-      'a give-back',
-    );
+    await this.#giveBackInSql(held);
     return held.map((h) => h.evaluation);
   }
 
