@@ -20,7 +20,7 @@ import { createEngine } from '../src/engine.js';
 import { ThreadPool } from '../src/pool/thread-pool.js';
 import { SlotTable } from '../src/slots/slot-table.js';
 import { StateStore } from '../src/state/state-store.js';
-import { settled as betweenSamples, whenAcked } from './engine.bench.js';
+import { settled as betweenSamples, IDLE_WARMUP_SAMPLES, whenAcked } from './engine.bench.js';
 import { Latency, nowUs, round } from './lib/latency.js';
 import { withPiscina } from './lib/piscina-pool.js';
 import { integerArg } from './lib/script-args.js';
@@ -90,19 +90,19 @@ interface Round {
 }
 
 /**
- * 50 warm-up dispatches, then `samples` timed ones. `dispatch(i, index)` sends one whose scheduler stamps its entry
+ * `IDLE_WARMUP_SAMPLES` warm-up dispatches back to back (each side's pool is new: see that constant), then `samples` timed ones. `dispatch(i, index)` sends one whose scheduler stamps its entry
  * into `stamps[index]` and resolves once it settled; `prepare` runs before the clock starts (the engine's listener
  * for the ack, so that registering it is not timed).
  */
 async function sampleLoop(round: Round, stamps: Float64Array, dispatch: (i: number, index: number) => Promise<unknown>, prepare?: () => Promise<void>): Promise<void> {
-  for (let i = -50; i < round.samples; i++) {
+  for (let i = -IDLE_WARMUP_SAMPLES; i < round.samples; i++) {
     const index = Math.max(0, i);
     const settled = prepare?.();
     round.posts.arm();
     const t0 = nowUs();
     await dispatch(i, index);
     await settled;
-    await betweenSamples(round.pauseMs);
+    await betweenSamples(i >= 0 ? round.pauseMs : 0);
     if (i >= 0) record(round.split, t0, round.posts, stamps[index]!);
   }
 }

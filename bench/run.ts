@@ -16,7 +16,7 @@ import { availableParallelism, cpus, totalmem } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { runBrokerBench } from './broker.bench.js';
-import { compareCancelLatency, compareIdleLatency, compareRunThroughput, compareThroughput, pinnedIdleLatency } from './engine.bench.js';
+import { COLD_WARMUP_SAMPLES, compareCancelLatency, compareIdleLatency, compareRunThroughput, compareThroughput, pinnedIdleLatency } from './engine.bench.js';
 import { compareCost, compareFairness, SWEEP_COSTS_MS } from './cpu-load.bench.js';
 import { compareLoadCurves, type LoadCurve } from './load-curve.bench.js';
 import { bestOf, checkFloors, describeFailures, formatValue, type FloorCheck } from './floors.js';
@@ -72,6 +72,8 @@ function idleLatencyUnit(u: {
   readonly samples: number;
   readonly pauseMs?: number;
   readonly idleSpinUs?: number;
+  /** Dispatches before each round measures (the suite's default: a warm pool). */
+  readonly warmup?: number;
   readonly inCi?: boolean;
 }): Unit {
   return {
@@ -80,7 +82,11 @@ function idleLatencyUnit(u: {
     title: u.title,
     inCi: u.inCi ?? true,
     async run() {
-      const { result, engine, raw } = await compareIdleLatency(u.threads, u.samples, { pauseMs: u.pauseMs ?? 0, idleSpinUs: u.idleSpinUs ?? 0 });
+      const { result, engine, raw } = await compareIdleLatency(u.threads, u.samples, {
+        pauseMs: u.pauseMs ?? 0,
+        idleSpinUs: u.idleSpinUs ?? 0,
+        ...(u.warmup === undefined ? {} : { warmup: u.warmup }),
+      });
       return {
         results: [result],
         latency: [
@@ -139,6 +145,20 @@ function units(o: RunOptions): Unit[] {
       chartTitle: 'Idle dispatch latency: enqueue → scheduler entry',
       threads,
       samples: quick ? 300 : 2000,
+    }),
+  );
+
+  list.push(
+    idleLatencyUnit({
+      id: 'engine.latency-cold',
+      title: `engine idle dispatch latency of a fresh pool, its first dispatches (${plural(threads, 'thread')})`,
+      chartId: 'engine-idle-latency-cold',
+      chartTitle: `Idle dispatch latency, the first dispatches after ${COLD_WARMUP_SAMPLES} on a new pool: enqueue → scheduler entry`,
+      threads,
+      samples: quick ? 300 : 2000,
+      warmup: COLD_WARMUP_SAMPLES,
+      // What a fresh process pays before the JIT has its path; no floor reads it.
+      inCi: false,
     }),
   );
 
