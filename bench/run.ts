@@ -176,6 +176,22 @@ function units(o: RunOptions): Unit[] {
     }),
   );
 
+  list.push(
+    idleLatencyUnit({
+      id: 'engine.latency-after-idle-spin',
+      title: `engine dispatch latency after 1 ms idle, idleSpinUs ${SPIN_US} (${plural(threads, 'thread')})`,
+      chartId: 'engine-latency-after-idle-spin',
+      chartTitle: `Dispatch latency after 1 ms idle with idleSpinUs ${SPIN_US}: enqueue → scheduler entry`,
+      threads,
+      samples: quick ? 200 : 600,
+      pauseMs: 1,
+      idleSpinUs: SPIN_US,
+      // The price of the spin: beside the row above, the CPU per second the process burns while it idles between
+      // sparse requests (a pause longer than the spin, so the latency is the default's). No floor reads it.
+      inCi: false,
+    }),
+  );
+
   list.push({
     id: 'engine.cancel',
     scope: 'engine',
