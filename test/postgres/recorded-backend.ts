@@ -15,18 +15,27 @@ export interface RecordedBackend {
   readonly clock: ManualClock;
   /** The fetch and ack statements sent so far, in order. */
   readonly sent: string[];
+  /** Settles once every fetch sent so far has been answered (or failed). */
+  fetchesAnswered(): Promise<void>;
 }
 
 /** The statement kinds of `sent` without their row counts. */
 export const kinds = (sent: readonly string[]): string[] => sent.map((s) => s.split(' ')[0]!);
 
-function recordStatements(pool: Pool, sent: string[]): void {
+function recordStatements(pool: Pool, sent: string[], fetches: Set<Promise<unknown>>): void {
   const query = pool.query.bind(pool) as (text: string | QueryConfig, values?: unknown[]) => Promise<unknown>;
   (pool as { query: unknown }).query = (text: string | QueryConfig, values?: unknown[]) => {
     const sql = typeof text === 'string' ? text : text.text;
-    if (sql.includes('lease_ready(')) sent.push(`lease ${String(values?.[1])}`);
     if (sql.includes('ack_many(')) sent.push(`ack ${(values?.[0] as unknown[]).length}`);
-    return query(text, values);
+    if (!sql.includes('lease_ready(')) return query(text, values);
+    sent.push(`lease ${String(values?.[1])}`);
+    const answered = query(text, values);
+    const done: Promise<unknown> = answered.then(
+      (): boolean => fetches.delete(done),
+      (): boolean => fetches.delete(done),
+    );
+    fetches.add(done);
+    return answered;
   };
 }
 
@@ -34,7 +43,8 @@ function recordStatements(pool: Pool, sent: string[]): void {
 export async function openRecordedBackend(schema: string, nackTimeoutMs = 600_000, pollMs = 1000): Promise<RecordedBackend> {
   const pool = new Pool({ connectionString: databaseUrl, max: 4 });
   const sent: string[] = [];
-  recordStatements(pool, sent);
+  const fetches = new Set<Promise<unknown>>();
+  recordStatements(pool, sent, fetches);
   const clock = new ManualClock(1_000_000);
   const backend = await openBackend({
     schema,
@@ -43,5 +53,8 @@ export async function openRecordedBackend(schema: string, nackTimeoutMs = 600_00
     pollMs,
     broker: { nackTimeoutMs, deliveryLimit: 3, initialNackDelayMs: 100_000, subsequentNackDelayMs: 200_000, knownTypes: ['service'] },
   });
-  return { backend, pool, clock, sent };
+  const fetchesAnswered = async (): Promise<void> => {
+    await Promise.all([...fetches]);
+  };
+  return { backend, pool, clock, sent, fetchesAnswered };
 }
