@@ -4,7 +4,9 @@
  * - `futex`: `postMessage`, then `Atomics.notify` to a thread in `Atomics.wait`, which takes the message with
  *   `receiveMessageOnPort` (Piscina's idle path);
  * - `event-loop`: `postMessage` to a thread idle in its event loop (the engine's pool threads);
- * - `ring`: the message as JSON bytes in shared memory plus `Atomics.notify` (no MessagePort).
+ * - `ring`: the message as JSON bytes in shared memory plus `Atomics.notify` (no MessagePort);
+ * - `poll-port` / `poll-ring`: a thread that polls a shared cell instead of sleeping (`idleSpinUs`), the message
+ *   through its port or as JSON bytes in shared memory: what a ring of encoded items would save a polling thread.
  * Reported per mechanism: one-way latency (before the send → the thread has the message) and how long the send
  * itself blocks main, p10/p50/p90 over rounds that alternate the mechanisms.
  *
@@ -13,14 +15,14 @@
 import { once } from 'node:events';
 import { MessageChannel, Worker } from 'node:worker_threads';
 import { pathToFileURL } from 'node:url';
-import { Cell, STAMP_INDEX, WAKE_BYTES_OFFSET, WAKE_SHARED_BYTES, type WakeMode } from './fixtures/wake-layout.js';
+import { Cell, STAMP_INDEX, WAKE_BYTES_OFFSET, WAKE_SHARED_BYTES, isPolled, isRing, type WakeMode } from './fixtures/wake-layout.js';
 import { Latency, nowUs } from './lib/latency.js';
 import { waitCell } from './lib/shared-cells.js';
 import type { BenchResult } from './lib/types.js';
 import { integerArg } from './lib/script-args.js';
 import { printTable } from './lib/table.js';
 
-const MODES: readonly WakeMode[] = ['futex', 'event-loop', 'ring'];
+const MODES: readonly WakeMode[] = ['futex', 'event-loop', 'ring', 'poll-port', 'poll-ring'];
 const message = { id: 'eval-000000000001', jobId: 'job-1', type: 'service', priority: 50, status: 'pending', modifyIndex: 12, createIndex: 12 };
 
 async function measure(mode: WakeMode, samples: number, oneWay: Latency, send: Latency): Promise<void> {
@@ -33,14 +35,15 @@ async function measure(mode: WakeMode, samples: number, oneWay: Latency, send: L
   const worker = new Worker(new URL('./fixtures/wake-thread.js', import.meta.url), { workerData: { mode, shared, port: port2 }, transferList: [port2] });
   const post = (sequence: number, stop = false): void => {
     const body = { ...message, sequence, ...(stop ? { stop } : {}) };
-    if (mode === 'ring') {
+    if (isRing(mode)) {
       Atomics.store(cells, Cell.LENGTH, encoder.encodeInto(JSON.stringify(body), bytes).written);
     } else {
       port1.postMessage(body);
     }
     if (mode !== 'event-loop') {
       Atomics.store(cells, Cell.POSTED, sequence);
-      Atomics.notify(cells, Cell.POSTED);
+      // A polling thread needs no wake-up: the store is the whole signal.
+      if (!isPolled(mode)) Atomics.notify(cells, Cell.POSTED);
     }
   };
   // A thread that throws or exits early fails the measurement instead of leaving `done` waiting forever.
