@@ -90,9 +90,10 @@ interface Round {
 }
 
 /**
- * `IDLE_WARMUP_SAMPLES` warm-up dispatches back to back (each side's pool is new: see that constant), then `samples` timed ones. `dispatch(i, index)` sends one whose scheduler stamps its entry
- * into `stamps[index]` and resolves once it settled; `prepare` runs before the clock starts (the engine's listener
- * for the ack, so that registering it is not timed).
+ * `IDLE_WARMUP_SAMPLES` warm-up dispatches back to back (each side's pool is new: see that constant), then `samples`
+ * timed ones. `dispatch(i, index)` sends one whose scheduler stamps its entry into `stamps[index]` and resolves once
+ * it settled; `prepare` runs before the clock starts (the engine's listener for the ack, so that registering it is
+ * not timed).
  */
 async function sampleLoop(round: Round, stamps: Float64Array, dispatch: (i: number, index: number) => Promise<unknown>, prepare?: () => Promise<void>): Promise<void> {
   for (let i = -IDLE_WARMUP_SAMPLES; i < round.samples; i++) {

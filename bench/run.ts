@@ -187,7 +187,7 @@ function units(o: RunOptions): Unit[] {
       pauseMs: 1,
       idleSpinUs: SPIN_US,
       // The price of the spin: beside the row above, the CPU per second the process burns while it idles between
-      // sparse requests (a pause longer than the spin, so the latency is the default's). No floor reads it.
+      // sparse requests (the pause outlasts the spin, so no request meets a polling thread). No floor reads it.
       inCi: false,
     }),
   );
