@@ -1,20 +1,21 @@
 /**
  * No wake-up is lost between offers, named notifications, declines, give-backs and quiet processes (migrations 11
  * and 12): for any interleaving of enqueues (one at a time or in pairs, from either of two processes or from plain
- * SQL, with bodies that fit in an offer or not), dequeues, aborted dequeues, and spells in which a process's threads are all busy (it then declines the offers
- * made to it and passes named notifications on), once enough dequeues wait on the processes that are free every
- * evaluation is delivered, exactly once, to a dequeue that was waiting for it, and the database shows each leased to
- * the process that has it, uncharged by what was declined. The manual clocks never move: no poll, no lead, no pacing
- * recheck and no lease end can deliver anything, only the notifications and the dequeues themselves.
+ * SQL, with bodies that fit in an offer or not), dequeues, aborted dequeues, and spells in which a process's threads
+ * are all busy (it then declines the offers made to it and passes named notifications on), once enough dequeues wait
+ * on the processes that are free every evaluation is delivered, exactly once, to a dequeue that was waiting for it,
+ * and the database shows each leased to the process that has it, uncharged by what was declined. The manual clocks
+ * never move: no poll, no lead, no pacing recheck and no lease end can deliver anything, only the notifications and
+ * the dequeues themselves.
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import fc from 'fast-check';
 import type { Pool } from 'pg';
 import type { Delivery } from '../../src/broker/eval-broker.js';
+import { MAX_OFFER_BODY_BYTES } from '../../src/postgres/offer-schema.js';
 import { adminPool, dropSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
 import { openRecordedBackend, type RecordedBackend } from './recorded-backend.js';
-import { MAX_OFFER_BODY_BYTES } from '../../src/postgres/offer-schema.js';
 import { enqueueInSql } from './sql-enqueue.js';
 
 requireDatabaseInCI();
@@ -94,8 +95,7 @@ test('every evaluation reaches a waiting dequeue by notifications alone, exactly
             // threads turn busy, so that an enqueue can offer to a process that must decline.
             await procs[op.on]!.fetchesAnswered();
             setBusy(op.on, !busy[op.on]);
-          }
-          else {
+          } else {
             const batch = Array.from({ length: op.count }, () => `e${ids.length + 1}`).map((id, k) => `${id}-${k}`);
             ids.push(...batch);
             const pad = op.big ? MAX_OFFER_BODY_BYTES + 1 : 0;
