@@ -18,6 +18,7 @@ import { offerSchema } from './offer-schema.js';
 import { originOutcomesSchema } from './origin-outcomes-schema.js';
 import { outcomeIdsSchema } from './outcome-ids-schema.js';
 import { schemaV1 } from './schema-v1.js';
+import { shortHoldSchema } from './short-hold-schema.js';
 import { runWritesSchema } from './tasks/run-writes-schema.js';
 import { tasksSchema } from './tasks/schema.js';
 import { waitingDequeuesSchema } from './waiting-dequeues-schema.js';
@@ -43,6 +44,7 @@ export const migrations: readonly Migration[] = Object.freeze([
   { version: 11, sql: (n: SchemaNames) => waitingDequeuesSchema(n.schema, n.S, n.K, n.channel) },
   { version: 12, sql: (n: SchemaNames) => offerSchema(n.schema, n.S, n.K, n.channel) },
   { version: 13, sql: (n: SchemaNames) => originOutcomesSchema(n.S, n.K, n.channel) },
+  { version: 14, sql: (n: SchemaNames) => shortHoldSchema(n.S) },
 ]);
 
 /** The schema version this code writes and reads. */

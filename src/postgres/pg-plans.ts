@@ -3,13 +3,14 @@
  * arrival; the committer takes up to a batch of them into one transaction, which:
  * 1. locks the state counter row: from here to COMMIT no other process commits state, so index order is commit
  *    order and every index is used (a rollback leaves no gap);
- * 2. catches the replica up to the counter, so the version checks below are against the committed rows;
- * 3. locks the jobs of the deliveries it will ack, then the deliveries' rows, and checks each plan's fence: its
- *    delivery must still be current (same token, lease not over, in database time);
- * 4. checks each write's `readIndex` against the replica plus the plans before it in the batch, runs `evaluatePlan`,
+ * 2. locks the jobs of the deliveries it will ack, then the deliveries' rows, checks each plan's fence (its
+ *    delivery must still be current: same token, lease not over, in database time), and catches the replica up to
+ *    the counter, so the version checks below are against the committed rows; steps 1 and 2 are one call;
+ * 3. checks each write's `readIndex` against the replica plus the plans before it in the batch, runs `evaluatePlan`,
  *    and gives every plan that changes something its own next index;
- * 5. writes the records, one log row per plan (with the plan's id) and the counter, acks the deliveries whose plans
- *    committed in full (when asked to), and notifies once.
+ * 4. writes the records, one log row per plan (with the plan's id) and the counter, acks the deliveries whose plans
+ *    committed in full (when asked to), and notifies once, in one call.
+ * The counter's lock is the cluster's one serial section; it is held for two round trips and COMMIT.
  * A COMMIT cut off by a lost connection is resolved by the plans' ids: what is in the log landed, what is not did
  * not, and nothing is committed twice.
  */
@@ -25,7 +26,7 @@ import { decodeValue, encodeValue } from './codec.js';
 import { isAmbiguous, type Database, type Session } from './database.js';
 import type { SchemaNames } from './names.js';
 import { refusalError, type PgBroker } from './pg-broker.js';
-import type { PgState, WriteOp } from './pg-state.js';
+import { CATCH_UP_ROWS, type PgState, type WriteOp } from './pg-state.js';
 
 /** How long the check of a cut-off commit waits for that transaction to end on the server. */
 const CUT_OFF_LOCK_TIMEOUT_MS = 5000;
@@ -217,38 +218,7 @@ export class PgPlans implements PlanBackend {
     const S = this.#names.S;
     this.#acked.clear();
     this.#promotions = [];
-    const [counter] = await session.query<{ index: string }>(`SELECT index FROM ${S}.state_counter FOR UPDATE`);
-    const committed = Number(counter?.index ?? 0);
-    await this.#state.catchUpWith(session, committed);
-    if (this.#state.index !== committed) {
-      throw new InvalidStateError(`Expected the replica at the committed index ${committed} before a commit, but it is at ${this.#state.index}`);
-    }
-
-    // The fences: job locks first for the deliveries acked here (the lock order), then their rows.
-    const fenced = batch.filter((j): j is PlanJob => j.kind === 'plan' && j.delivery !== undefined);
-    const current = new Map<string, string>();
-    /** Plans whose delivery this commit may ack: asked to, and held here (so its job is known and locked). */
-    const ackable = new Set<string>();
-    if (fenced.length > 0) {
-      const jobs: { namespace: string; jobId: string }[] = [];
-      for (const j of fenced) {
-        if (j.delivery!.ack === undefined) continue;
-        const job = this.#broker.jobOf(j.delivery!.evaluationId, j.delivery!.token);
-        if (job === undefined) continue;
-        jobs.push(job);
-        ackable.add(j.id);
-      }
-      if (jobs.length > 0) {
-        await session.query(`SELECT ${S}.lock_jobs($1::text[], $2::text[])`, [jobs.map((k) => k.namespace), jobs.map((k) => k.jobId)]);
-      }
-      const ids = [...new Set(fenced.map((j) => j.delivery!.evaluationId))].sort();
-      const rows = await session.query<{ id: string; refusal: string | null; token: string }>(
-        `SELECT e.id, e.token, CASE WHEN e.lease_until <= clock_timestamp() THEN 'expired' END AS refusal
-           FROM ${S}.evals e WHERE e.id = ANY($1::text[]) AND e.state = 'unacked' ORDER BY e.id FOR UPDATE`,
-        [ids],
-      );
-      for (const row of rows) if (row.refusal === null) current.set(row.id, row.token);
-    }
+    const { committed, current } = await this.#openCommit(session, batch);
 
     let version: TablesVersion = this.#state.version;
     const results: Result[] = [];
@@ -270,7 +240,7 @@ export class PgPlans implements PlanBackend {
         continue;
       }
       const d = job.delivery;
-      if (d !== undefined && current.get(d.evaluationId) !== d.token) {
+      if (d !== undefined && current.tokens.get(d.evaluationId) !== d.token) {
         results.push({ job, set: undefined, outcome: undefined, error: await this.#refusal(session, d), ack: undefined });
         continue;
       }
@@ -287,45 +257,83 @@ export class PgPlans implements PlanBackend {
         set = Object.freeze({ index: version.index, changes: applied.changes });
       }
       const rejected = Object.freeze(applied.rejected);
+      const acks = d?.ack !== undefined && current.ackable.has(job.id) && rejected.length === 0;
       const outcome: PlanOutcome = Object.freeze({
         index: set === undefined ? 0 : set.index,
         rejected,
         refreshIndex: rejected.length > 0 ? version.index : 0,
-        ...(d?.ack !== undefined && ackable.has(job.id) && rejected.length === 0 ? { acked: true } : {}),
+        ...(acks ? { acked: true } : {}),
       });
-      const ack = d?.ack !== undefined && ackable.has(job.id) && rejected.length === 0 ? { value: d.ack.value, attempts: d.ack.attempts ?? 1 } : undefined;
+      const ack = acks ? { value: d!.ack!.value, attempts: d!.ack!.attempts ?? 1 } : undefined;
       results.push({ job, set, outcome, error: undefined, ack });
     }
 
     const sets = results.filter((r) => r.set !== undefined);
-    if (sets.length > 0) await this.#write(session, sets, committed, version.index);
     const acks = results.filter((r) => r.ack !== undefined && r.job.kind === 'plan');
-    if (acks.length > 0) {
-      const rows = await session.query<{ id: string | null; deliveries: number | null; promoted: string | null; canceled: string[] | null }>(
-        `SELECT * FROM ${S}.ack_fenced($1::text[], $2::text[], $3::bytea[], $4::bigint[], $5::int[], $6)`,
-        [
-          acks.map((r) => (r.job as PlanJob).delivery!.evaluationId),
-          acks.map((r) => (r.job as PlanJob).delivery!.token),
-          acks.map((r) => encodeValue(r.ack!.value)),
-          acks.map((r) => r.set?.index ?? version.index),
-          acks.map((r) => r.ack!.attempts),
-          this.#nodeId,
-        ],
-      );
-      const deliveries = new Map<string, number>();
-      for (const row of rows) {
-        if (row.id !== null) deliveries.set(row.id, row.deliveries ?? 0);
-        else if (row.promoted !== null) this.#promotions.push({ promoted: row.promoted, canceled: row.canceled });
-      }
-      for (const r of acks) {
-        const d = (r.job as PlanJob).delivery!;
-        // Fenced and locked above: none of these acks can be refused; if one is, the whole commit must not happen.
-        const n = deliveries.get(d.evaluationId);
-        if (n === undefined) throw new InvalidStateError(`Expected the fenced delivery of ${JSON.stringify(d.evaluationId)} to ack in its commit, but it did not`);
-        this.#acked.set(r.job.id, n);
-      }
+    if (sets.length === 0 && acks.length === 0) return results;
+    const rows = await session.query<{ moved: boolean | null; id: string | null; deliveries: number | null; promoted: string | null; canceled: string[] | null }>(
+      `SELECT * FROM ${S}.commit_batch($1::text[], $2::text[], $3::bytea[], $4::bigint[], $5::bigint[], $6::text[], $7::text[],
+         $8::bigint[], $9::uuid[], $10::bytea[], $11, $12, $13::text[], $14::text[], $15::bytea[], $16::bigint[], $17::int[], $18)`,
+      [
+        ...this.#writeParams(sets),
+        committed,
+        version.index,
+        acks.map((r) => (r.job as PlanJob).delivery!.evaluationId),
+        acks.map((r) => (r.job as PlanJob).delivery!.token),
+        acks.map((r) => encodeValue(r.ack!.value)),
+        acks.map((r) => r.set?.index ?? version.index),
+        acks.map((r) => r.ack!.attempts),
+        this.#nodeId,
+      ],
+    );
+    if (rows[0]?.moved !== true) throw new InvalidStateError(`Expected the state counter at ${committed} under its lock, but it moved`);
+    const deliveries = new Map<string, number>();
+    for (const row of rows.slice(1)) {
+      if (row.id !== null) deliveries.set(row.id, row.deliveries ?? 0);
+      else if (row.promoted !== null) this.#promotions.push({ promoted: row.promoted, canceled: row.canceled });
+    }
+    for (const r of acks) {
+      const d = (r.job as PlanJob).delivery!;
+      // Fenced and locked above: none of these acks can be refused; if one is, the whole commit must not happen.
+      const n = deliveries.get(d.evaluationId);
+      if (n === undefined) throw new InvalidStateError(`Expected the fenced delivery of ${JSON.stringify(d.evaluationId)} to ack in its commit, but it did not`);
+      this.#acked.set(r.job.id, n);
     }
     return results;
+  }
+
+  /**
+   * Steps 1 and 2 in one call (`open_commit`): locks the state counter, then the jobs of the deliveries this commit
+   * may ack and every fenced delivery's row, and catches the replica up to the counter. Answers the counter, the
+   * current token of each delivery still held (not expired), and the plans whose delivery this commit may ack: asked
+   * to, and held here (so its job is known and locked).
+   */
+  async #openCommit(session: Session, batch: readonly Job[]): Promise<{ committed: number; current: { tokens: Map<string, string>; ackable: Set<string> } }> {
+    const fenced = batch.filter((j): j is PlanJob => j.kind === 'plan' && j.delivery !== undefined);
+    const jobs: { namespace: string; jobId: string }[] = [];
+    const ackable = new Set<string>();
+    for (const j of fenced) {
+      if (j.delivery!.ack === undefined) continue;
+      const job = this.#broker.jobOf(j.delivery!.evaluationId, j.delivery!.token);
+      if (job === undefined) continue;
+      jobs.push(job);
+      ackable.add(j.id);
+    }
+    const ids = [...new Set(fenced.map((j) => j.delivery!.evaluationId))].sort();
+    const [first, ...log] = await session.query<{ counter: string; current_ids: string[]; current_tokens: string[]; index: string; changes: Buffer }>(
+      `SELECT * FROM ${this.#names.S}.open_commit($1, $2, $3::text[], $4::text[], $5::text[])`,
+      [this.#state.index, CATCH_UP_ROWS, jobs.map((k) => k.namespace), jobs.map((k) => k.jobId), ids],
+    );
+    const committed = Number(first?.counter ?? 0);
+    const tokens = new Map<string, string>();
+    first?.current_ids.forEach((id, i) => tokens.set(id, first.current_tokens[i]!));
+    this.#state.applyLogRows(log);
+    // More rows than one read, or a log compacted past the replica: the catch-up reads on (or reloads).
+    await this.#state.catchUpWith(session, committed);
+    if (this.#state.index !== committed) {
+      throw new InvalidStateError(`Expected the replica at the committed index ${committed} before a commit, but it is at ${this.#state.index}`);
+    }
+    return { committed, current: { tokens, ackable } };
   }
 
   /** Version check, the user's check, and the writes of one plan on top of `version`. */
@@ -362,34 +370,24 @@ export class PgPlans implements PlanBackend {
     return refusalError(row?.refusal ?? (row?.expired === true ? 'expired' : 'not_outstanding'), d.evaluationId, d.token);
   }
 
-  /**
-   * The records (their last change in the batch), one log row per change set, the counter, and one notification:
-   * one call (`commit_writes`), since the counter's lock is held meanwhile.
-   */
-  async #write(session: Session, results: Result[], from: number, to: number): Promise<void> {
+  /** `commit_batch`'s first ten arguments: the records (their last change in the batch) and one log row per change set. */
+  #writeParams(results: readonly Result[]): unknown[] {
     const last = new Map<string, RecordChange>();
     for (const r of results) for (const c of r.set!.changes) last.set(`${c.table}\u0000${c.key}`, c);
     const puts = [...last.values()].filter((c) => c.value !== undefined);
     const deletes = [...last.values()].filter((c) => c.value === undefined);
-    const [row] = await session.query<{ moved: boolean }>(
-      `SELECT ${this.#names.S}.commit_writes($1::text[], $2::text[], $3::bytea[], $4::bigint[], $5::bigint[], $6::text[], $7::text[],
-         $8::bigint[], $9::uuid[], $10::bytea[], $11, $12) AS moved`,
-      [
-        puts.map((c) => c.table),
-        puts.map((c) => c.key),
-        puts.map((c) => encodeValue(c.value)),
-        puts.map((c) => c.createIndex),
-        puts.map((c) => c.modifyIndex),
-        deletes.map((c) => c.table),
-        deletes.map((c) => c.key),
-        results.map((r) => r.set!.index),
-        results.map((r) => r.job.id),
-        results.map((r) => encodeValue(r.set!.changes.map(plainChange))),
-        from,
-        to,
-      ],
-    );
-    if (row?.moved !== true) throw new InvalidStateError(`Expected the state counter at ${from} under its lock, but it moved`);
+    return [
+      puts.map((c) => c.table),
+      puts.map((c) => c.key),
+      puts.map((c) => encodeValue(c.value)),
+      puts.map((c) => c.createIndex),
+      puts.map((c) => c.modifyIndex),
+      deletes.map((c) => c.table),
+      deletes.map((c) => c.key),
+      results.map((r) => r.set!.index),
+      results.map((r) => r.job.id),
+      results.map((r) => encodeValue(r.set!.changes.map(plainChange))),
+    ];
   }
 
   /**

@@ -37,7 +37,7 @@ interface StateEvents {
 }
 
 /** Log rows read per query while catching up. */
-const CATCH_UP_ROWS = 1_000;
+export const CATCH_UP_ROWS = 1_000;
 
 export class PgState implements StateBackend {
   readonly #db: Database;
@@ -202,12 +202,17 @@ export class PgState implements StateBackend {
         await this.load();
         continue;
       }
-      for (const row of rows) {
-        const index = Number(row.index);
-        if (index !== this.#version.index + 1) continue;
-        this.applyChanges(index, decodeValue(row.changes) as RecordChange[]);
-      }
+      this.applyLogRows(rows);
       if (rows.length < CATCH_UP_ROWS) return;
+    }
+  }
+
+  /** Applies log rows (in index order) from the next one on; rows at or below the replica's index are skipped. */
+  applyLogRows(rows: readonly { readonly index: string; readonly changes: Buffer }[]): void {
+    for (const row of rows) {
+      const index = Number(row.index);
+      if (index !== this.#version.index + 1) continue;
+      this.applyChanges(index, decodeValue(row.changes) as RecordChange[]);
     }
   }
 
