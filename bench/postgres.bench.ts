@@ -4,7 +4,7 @@
  * the idle latency from an enqueue in one process to the scheduler's entry in another (p50 / p99), against
  * graphile-worker's from `addJob` in one process to its task's start in another.
  *
- *   node dist/bench/postgres.bench.js --url postgres://… [--jobs 100000] [--processes 3] [--samples 200]
+ *   node dist/bench/postgres.bench.js --url postgres://… [--jobs 100000] [--processes 3] [--concurrency 64] [--samples 200]
  *     [--plans 20000] [--keys 300] [--parts tickpool,batched,unbatched,plans,latency,graphile-latency,mixed] [--floor 0.25]
  *     [--cost-ms 0] [--mixed-jobs 4000] [--mixed-rate 200]
  *
@@ -63,11 +63,21 @@ const { values } = parseArgs({
     // The mixed part: how many jobs, offered at how many per second.
     'mixed-jobs': { type: 'string' },
     'mixed-rate': { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
   },
 });
+const USAGE = `usage: node dist/bench/postgres.bench.js [--url postgres://user:pass@host:port/db] [--jobs 100000] [--processes 3]
+  [--concurrency 64] [--samples 200] [--plans 20000] [--keys 300] [--cost-ms 0] [--mixed-jobs 4000] [--mixed-rate 200]
+  [--parts tickpool,batched,unbatched,plans,latency,graphile-latency,mixed] [--floor 0.25]
+The database defaults to TICKPOOL_TEST_DATABASE_URL; see the header of bench/postgres.bench.ts for each part.
+`;
+if (values.help === true) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
 const url = values.url ?? process.env['TICKPOOL_TEST_DATABASE_URL'];
 if (url === undefined) {
-  process.stderr.write('usage: node dist/bench/postgres.bench.js --url postgres://user:pass@host:port/db [--jobs N] [--processes N] [--samples N]\n');
+  process.stderr.write(USAGE);
   process.exit(2);
 }
 const JOBS = Number(values.jobs ?? 100_000);
