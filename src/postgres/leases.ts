@@ -250,26 +250,33 @@ export class Leases {
     if (missing.length > 0) await this.#sortOut(missing);
   }
 
-  /** Not extended: locked right now by a commit (try again), or no longer this delivery's lease (lost). */
+  /**
+   * Not extended: locked right now by a commit (try again); acked with this token, by an ack or a plan commit of
+   * this process whose answer is still on its way (that ack ends the lease here: `settledAck`, or the check of a
+   * cut-off commit); or no longer this delivery's lease (lost).
+   */
   async #sortOut(missing: Extension[]): Promise<void> {
-    let current: Set<string>;
+    let rows: { token: string; state: string; live: boolean }[];
     try {
-      const rows = await this.#db.query<{ token: string }>(
-        `SELECT token FROM ${this.#names.S}.evals WHERE id = ANY($1::text[]) AND state = 'unacked' AND lease_until > clock_timestamp()`,
+      rows = await this.#db.query<{ token: string; state: string; live: boolean }>(
+        `SELECT token, state, coalesce(lease_until > clock_timestamp(), false) AS live FROM ${this.#names.S}.evals WHERE id = ANY($1::text[])`,
         [missing.map((x) => x.held.id)],
         'a lease check',
       );
-      current = new Set(rows.map((r) => r.token));
     } catch (error) {
       this.#logger.warn({ err: error }, 'lease check failed; retrying');
       for (const x of missing) this.#retryLater(x, ERROR_RETRY_MS);
       return;
     }
+    const current = new Set(rows.filter((r) => r.state === 'unacked' && r.live).map((r) => r.token));
+    const acked = new Set(rows.filter((r) => r.state === 'acked').map((r) => r.token));
     for (const x of missing) {
       if (x.held.ended) {
         x.done?.(false);
       } else if (current.has(x.held.token)) {
         this.#retryLater(x, LOCKED_RETRY_MS);
+      } else if (acked.has(x.held.token)) {
+        x.done?.(false);
       } else {
         x.done?.(false);
         this.#events.lost(x.held);
