@@ -218,7 +218,9 @@ async function drainThroughWorkers(engine: FrontEngine, schema: string, count: n
   const tenth = await waitUntilFinished(workers, count, Math.ceil(count / 10));
   const ended = performance.now();
   await stopWorkers(workers);
-  return { seconds: (ended - started) / 1000, warmPerSecond: (count - tenth.n) / ((ended - tenth.at) / 1000) };
+  // NaN when nothing was left after the first reading past the tenth (a drain of a handful).
+  const warm = count - tenth.n;
+  return { seconds: (ended - started) / 1000, warmPerSecond: warm > 0 ? warm / ((ended - tenth.at) / 1000) : Number.NaN };
 }
 
 async function tickpoolThroughput(): Promise<number> {
@@ -479,7 +481,7 @@ try {
       ? [row(`share of the cores' limit (${CORES_LIMIT.toFixed(0)}/s): tickpool / batched / unbatched`, [tickpool, batched, unbatched].map((v) => figure(v, (x) => `${((100 * x) / CORES_LIMIT).toFixed(1)}%`)).join(' / '))]
       : []),
     row(`plans committed/s with conflicts (goal >= 5,000)`, plans === undefined ? 'not run' : plans.committedPerSecond.toFixed(0)),
-    row(`  the same after the first tenth (processes warm)`, plans === undefined ? 'not run' : plans.warmPerSecond.toFixed(0)),
+    row(`  the same after the first tenth (processes warm)`, plans === undefined ? 'not run' : Number.isNaN(plans.warmPerSecond) ? 'too few plans' : plans.warmPerSecond.toFixed(0)),
     // The goal's 5,000/s was set beside graphile-worker batched at about 20k/s: a quarter of the machine's no-op rate.
     row(`  against graphile-worker batched no-op jobs/s, same run (the goal's 5,000 / 20k = 0.25)`, ratio((plans?.committedPerSecond ?? Number.NaN) / batched)),
     row(
