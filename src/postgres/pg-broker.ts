@@ -1364,6 +1364,16 @@ export class PgBroker implements BrokerBackend {
       p.handle.refused(new InvalidStateError('Expected the PostgreSQL broker to admit the evaluation, but it closed first'));
     }
     await Promise.allSettled([...this.#inFlight]);
+    // Never opened (its engine's start failed before it): it fetched nothing, never stood as waiting and was offered
+    // nothing, so there is nothing in the database to give back or withdraw.
+    if (this.#open) await this.#leave();
+    await Promise.allSettled([...this.#inFlight]);
+    this.#leases.close();
+    this.#outcomes.close();
+  }
+
+  /** Close's part in the database: what this process holds goes back, and it stops standing as waiting. */
+  async #leave(): Promise<void> {
     try {
       await this.#giveBackAll();
     } catch (error) {
@@ -1377,9 +1387,6 @@ export class PgBroker implements BrokerBackend {
       .catch((error: unknown) => this.#logger.warn({ err: error }, 'could not withdraw this process from the waiting dequeues'));
     // The DELETE waited for the enqueues that chose this process: what they offered is leased here, heard or not.
     await this.#giveBackMissedOffers();
-    await Promise.allSettled([...this.#inFlight]);
-    this.#leases.close();
-    this.#outcomes.close();
   }
 
   /** A new random id for a backend instance. */
