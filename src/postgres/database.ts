@@ -10,8 +10,15 @@ import { Client, Pool, type ClientConfig, type PoolClient } from 'pg';
 import { BackendUnavailableError, TickpoolError } from '../errors.js';
 import type { PoolLike } from './options.js';
 
-/** SQLSTATEs that mean the server or the connection is gone (class 08), shutting down or full. */
-const UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300', '08000', '08001', '08003', '08004', '08006', '08007', '08P01']);
+/**
+ * SQLSTATEs that mean the server or the connection is gone (class 08), shutting down or full, or that the server
+ * refused this process's login (class 28: the role or its password; 3D000: no such database). A refused login is
+ * no refusal of a statement: it comes only when a connection is made, and this process cannot use the database until
+ * its configuration or the server changes, as with a host that cannot be reached.
+ */
+const UNAVAILABLE_STATES = new Set([
+  '57P01', '57P02', '57P03', '53300', '08000', '08001', '08003', '08004', '08006', '08007', '08P01', '28000', '28P01', '3D000',
+]);
 /** Node's socket error codes for a peer that cannot be reached or went away. */
 const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'ECONNABORTED']);
 /** node-postgres reports a dropped connection or a connect timeout with a message and no code. */
