@@ -196,10 +196,6 @@ async function front(schema: string) {
 
 type FrontEngine = Awaited<ReturnType<typeof front>>;
 
-/**
- * Enqueues `count` evaluations from the front engine (`input(i)` each), then has the worker processes work them off:
- * the seconds from `go` to the last one finished.
- */
 /** What a drain took: all of it, and the part after the first tenth of the evaluations had finished (warm). */
 interface Drain {
   readonly seconds: number;
@@ -207,6 +203,10 @@ interface Drain {
   readonly warmPerSecond: number;
 }
 
+/**
+ * Enqueues `count` evaluations from the front engine (`input(i)` each), then has the worker processes work them off:
+ * the seconds from `go` to the last one finished, and the rate after the first tenth.
+ */
 async function drainThroughWorkers(engine: FrontEngine, schema: string, count: number, input: (i: number) => EvaluationInput): Promise<Drain> {
   for (let i = 0; i < count; i += 5_000) {
     const handles = Array.from({ length: Math.min(5_000, count - i) }, (_, j) => engine.enqueue(input(i + j)));
