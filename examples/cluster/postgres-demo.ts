@@ -20,6 +20,8 @@ import type { ProcessReport } from './postgres-process.js';
 import { registration, Registrations } from './registrations.js';
 
 const TICK_MS = 10;
+/** How long the end of a run waits for what is in flight, and for the database if it is away. */
+const STOP_GRACE_MS = 5_000;
 const MAX_PLAN_ATTEMPTS = 10;
 
 interface Child {
@@ -48,13 +50,15 @@ export async function runPostgresDemo(cli: CliOptions, url: string): Promise<voi
   const schema = `demo_${randomBytes(4).toString('hex')}`;
   const admin = new Pool({ connectionString: url, max: 1 });
   const random = seededRandom(cli.seed);
+  // Logs go to stderr: stdout carries the report (one JSON line with --headless).
+  const logger = pino({ level: cli.logLevel === 'info' ? 'warn' : cli.logLevel }, pino.destination({ dest: 2, sync: true }));
   const front = createEngine({
     backend: postgresBackend({ connectionString: url, schema, pollMs: 250 }),
     threads: 1,
     workers: 1,
     schedulers: { service: new URL('./schedulers/service.js', import.meta.url), batch: new URL('./schedulers/batch.js', import.meta.url) },
     tables,
-    logger: pino({ level: cli.logLevel === 'info' ? 'warn' : cli.logLevel }),
+    logger,
     registry: new Registry(),
   });
   // The front only enqueues: its workers never dequeue.
@@ -71,24 +75,41 @@ export async function runPostgresDemo(cli: CliOptions, url: string): Promise<voi
     for (let i = 1; i <= cli.processes; i++) children.push(await startChild(`p${i}`, url, schema, cli));
     process.stderr.write(`${cli.processes} engine processes on schema ${schema}; ${cli.rate} evaluations/s for ${cli.durationS} s\n`);
 
-    let enqueued = 0;
+    /** Evaluations whose admission committed (a retried one, with its same id, counts once). */
+    const accepted = new Set<string>();
+    const admissions: Promise<unknown>[] = [];
     const handles: Promise<unknown>[] = [];
     const started = performance.now();
     const registrations = new Registrations(random, cli.rate, cli.jobs, started);
     // Registrations due while a commit is on its way wait for the next one: one commit carries them all, in order.
     let due: JobRecord[] = [];
     let writing: Promise<void> | undefined;
+    // While the database is away (a restart, a failover) a registration is written and enqueued again at a later
+    // tick, not dropped: the write is a put of the same record, and the evaluation keeps its id, so one that was
+    // admitted after all (a cut-off COMMIT) is not admitted twice.
+    const retryLater = (jobs: readonly JobRecord[], error: unknown, what: string): void => {
+      if ((error as { code?: unknown }).code !== 'ERR_BACKEND_UNAVAILABLE') throw error;
+      due = [...jobs, ...due];
+      logger.warn({ err: error, registrations: jobs.length }, `${what} failed; retrying at the next tick`);
+    };
     const flush = async (): Promise<void> => {
       while (due.length > 0) {
         const batch = due;
         due = [];
-        const { index } = await front.state.write((txn) => {
-          for (const job of batch) txn.put(Table.JOBS, job.id, job);
-        });
+        let index: number;
+        try {
+          ({ index } = await front.state.write((txn) => {
+            for (const job of batch) txn.put(Table.JOBS, job.id, job);
+          }));
+        } catch (error) {
+          retryLater(batch, error, 'a registration write');
+          return;
+        }
         for (const job of batch) {
-          const handle = front.enqueue(registration(job, index));
+          const evaluation = registration(job, index);
+          const handle = front.enqueue(evaluation);
+          admissions.push(handle.accepted.then(() => void accepted.add(evaluation.id!), (error: unknown) => retryLater([job], error, 'an enqueue')));
           handles.push(handle.done.catch(() => undefined));
-          enqueued++;
         }
       }
     };
@@ -107,9 +128,16 @@ export async function runPostgresDemo(cli: CliOptions, url: string): Promise<voi
     });
     clearInterval(timer);
     await writing;
-    await flush();
+    // The last registrations, and any that wait for the database to come back (for up to the stop's grace).
+    for (const deadline = performance.now() + STOP_GRACE_MS; ; await new Promise((resolve) => setTimeout(resolve, TICK_MS))) {
+      await flush();
+      await Promise.all(admissions.splice(0));
+      if (due.length === 0) break;
+      if (performance.now() > deadline) throw new Error(`Expected the database back within ${STOP_GRACE_MS} ms to register the last ${due.length} jobs`);
+    }
+    const enqueued = accepted.size;
     // What is in flight finishes (or waits in the broker, durable): give it the grace of a stop.
-    await Promise.race([Promise.all(handles), new Promise((resolve) => setTimeout(resolve, 5_000))]);
+    await Promise.race([Promise.all(handles), new Promise((resolve) => setTimeout(resolve, STOP_GRACE_MS))]);
     for (const child of children) child.process.send({ type: 'stop' });
     const reports = await Promise.all(children.map((c) => c.report));
     const elapsedS = (performance.now() - started) / 1000;

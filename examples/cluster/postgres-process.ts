@@ -33,7 +33,8 @@ const engine = createEngine({
   tables,
   evaluatePlan: fit.evaluatePlan,
   maxPlanAttempts: Number(maxPlanAttempts),
-  logger: pino({ level: 'warn' }).child({ process: name }),
+  // To stderr (the parent's, inherited): its stdout carries the report. Synchronous, so nothing is lost at exit.
+  logger: pino({ level: 'warn' }, pino.destination({ dest: 2, sync: true })).child({ process: name }),
   registry: new Registry(),
 });
 
