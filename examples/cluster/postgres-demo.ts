@@ -129,11 +129,14 @@ export async function runPostgresDemo(cli: CliOptions, url: string): Promise<voi
     clearInterval(timer);
     await writing;
     // The last registrations, and any that wait for the database to come back (for up to the stop's grace).
-    for (const deadline = performance.now() + STOP_GRACE_MS; ; await new Promise((resolve) => setTimeout(resolve, TICK_MS))) {
+    const deadline = performance.now() + STOP_GRACE_MS;
+    await flush();
+    await Promise.all(admissions.splice(0));
+    while (due.length > 0) {
+      if (performance.now() > deadline) throw new Error(`Expected the database back within ${STOP_GRACE_MS} ms to register the last ${due.length} jobs`);
+      await new Promise((resolve) => setTimeout(resolve, TICK_MS));
       await flush();
       await Promise.all(admissions.splice(0));
-      if (due.length === 0) break;
-      if (performance.now() > deadline) throw new Error(`Expected the database back within ${STOP_GRACE_MS} ms to register the last ${due.length} jobs`);
     }
     const enqueued = accepted.size;
     // What is in flight finishes (or waits in the broker, durable): give it the grace of a stop.
