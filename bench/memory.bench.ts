@@ -14,6 +14,10 @@
  * `engine.run()` does): an outcome that is awaited must not be retained after it resolved either.
  *
  *   node --expose-gc dist/bench/memory.bench.js [--quick] [--awaited] [--json]
+ *   node --expose-gc dist/bench/memory.bench.js --idle [--json]
+ *
+ * `--idle`: the idle heap after 10,000, 100,000 and 300,000 one-evaluation jobs were enqueued at once and drained,
+ * against the heap before them (`runIdleAfterDrainBench`; goal at most 1.1×). Exits with code 1 above it.
  *
  * `--quick`: 100,000 evaluations, checkpoints at 10,000 and 100,000. Exits with code 1 when the growth is 10% or
  * more.
@@ -155,7 +159,65 @@ export async function runMemoryBench(options: MemoryBenchOptions = {}): Promise<
   }
 }
 
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+/** What an idle engine may keep after a drain, against before it: the issue's bound, at any job count. */
+export const MAX_IDLE_RATIO = 1.1;
+
+/**
+ * An idle engine holds nothing for jobs with nothing in flight: the heap after GC of an engine that ran a few
+ * evaluations, against the same engine after `jobs` more (each of its own job, all enqueued at once, so the broker
+ * holds `jobs` job slots at its peak) were acked and it went idle again.
+ */
+export async function runIdleAfterDrainBench(jobs: number, threads = Math.min(4, availableParallelism())): Promise<BenchResult> {
+  const engine = createEngine({
+    threads,
+    schedulers: { noop: new URL('./fixtures/noop-scheduler.js', import.meta.url) },
+    logger: pino({ level: 'silent' }),
+  });
+  await engine.start();
+  try {
+    const started = performance.now();
+    // Warm-up: the JIT, the metrics' children and the pool's buffers are in the baseline, not in the growth.
+    const warm = { enqueued: 0, acked: 0 };
+    await feedUntil(engine, warm, 10_000, false);
+    const before = await reading(warm.acked, started);
+    let acked = 0;
+    const drained = new Promise<void>((resolve) => {
+      const off = engine.broker.events.on('broker:ack', () => {
+        if (++acked === jobs) {
+          off();
+          resolve();
+        }
+      });
+    });
+    for (let i = 0; i < jobs; i++) engine.enqueue({ id: `drain-${i}`, jobId: `drain-job-${i}`, type: 'noop', priority: 50 });
+    await drained;
+    const after = await reading(jobs, started);
+    const ratio = Math.round((after.heapUsed / before.heapUsed) * 1000) / 1000;
+    return {
+      scope: 'memory',
+      id: `memory.idle-after-drain-${jobs}`,
+      name: `idle heap after ${jobs.toLocaleString('en-US')} one-evaluation jobs drained, against before them`,
+      ratio,
+      baseline: 'heap after GC of the same engine before the jobs came',
+      heapBeforeMb: mb(before.heapUsed),
+      heapAfterMb: mb(after.heapUsed),
+      threads,
+      pass: ratio <= MAX_IDLE_RATIO,
+      notes: `goal: at most ${MAX_IDLE_RATIO}×; heap ${mb(before.heapUsed)} MB before, ${mb(after.heapUsed)} MB after, both idle after GC`,
+    };
+  } finally {
+    await engine.stop({ graceMs: 1000 });
+  }
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href && process.argv.includes('--idle')) {
+  const jobs = [10_000, 100_000, 300_000];
+  const results: BenchResult[] = [];
+  for (const n of jobs) results.push(await runIdleAfterDrainBench(n));
+  if (process.argv.includes('--json')) console.log(JSON.stringify(results, null, 2));
+  else for (const r of results) console.log(`${r.name}: ${r['ratio']}× (${r['heapBeforeMb']} → ${r['heapAfterMb']} MB) — ${r['pass'] === true ? 'ok' : 'FAIL'} (goal ≤ ${MAX_IDLE_RATIO}×)`);
+  if (results.some((r) => r['pass'] !== true)) process.exitCode = 1;
+} else if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const results = await runMemoryBench({ quick: process.argv.includes('--quick'), awaited: process.argv.includes('--awaited') });
   if (process.argv.includes('--json')) console.log(JSON.stringify(results, null, 2));
   else {

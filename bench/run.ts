@@ -29,7 +29,7 @@ import type { MachineInfo, RatioLine, SuiteReport } from './report/model.js';
 import { writeReport } from './report/index.js';
 import { runScheduleBench } from './schedule.bench.js';
 import { runStateBench } from './state.bench.js';
-import { runMemoryBench } from './memory.bench.js';
+import { runIdleAfterDrainBench, runMemoryBench } from './memory.bench.js';
 import { runTasksBench } from './tasks.bench.js';
 import { runWakeBench } from './wake.bench.js';
 import { runIdleSplitBench } from './idle-split.bench.js';
@@ -319,6 +319,15 @@ function units(o: RunOptions): Unit[] {
     // Seconds to minutes of steady load; the growth goal (< 10%) is checked by the bench itself.
     inCi: false,
     run: async () => ({ results: await runMemoryBench({ quick }) }),
+  });
+
+  list.push({
+    id: 'engine.memory-idle',
+    scope: 'engine',
+    title: 'memory: an idle engine after a drain of one-evaluation jobs, against before them',
+    // A few seconds; the bound (≤ 1.1×) is checked by the bench itself.
+    inCi: false,
+    run: async () => ({ results: [await runIdleAfterDrainBench(quick ? 20_000 : 100_000)] }),
   });
 
   list.push({

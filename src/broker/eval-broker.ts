@@ -85,6 +85,9 @@ function stateOf(entry: Entry): EvaluationState {
 
 const ackResultKeys: ReadonlySet<string> = new Set(['value', 'index', 'attempts']);
 
+/** Empty job slots a broker may keep before it sweeps them (see `#vacate`): a few dozen KB when idle. */
+const SWEEP_FLOOR = 1024;
+
 /**
  * Brokers made in this process, numbered: a token is `<broker>.<delivery>` in base 36, so no two brokers' tokens
  * collide, and a token stays under 13 characters for the first 10⁸ or so deliveries of the first brokers: V8 makes
@@ -151,7 +154,6 @@ export class EvalBroker implements BrokerBackend {
   readonly #jobs = new Map<string, Map<string, JobSlot>>();
   #jobSlots = 0;
   #emptySlots = 0;
-  #sweepAt = 4096;
   #cancelable: Entry[] = [];
   readonly #waiters = new Set<Waiter>();
   /** Dequeue timeouts. Ref'd: a caller awaiting a dequeue with a timeout keeps the process alive, as a timer would. */
@@ -638,10 +640,14 @@ export class EvalBroker implements BrokerBackend {
     slot.holder = undefined;
     entry.slot = undefined;
     entry.holdsSlot = false;
-    if (++this.#emptySlots >= this.#sweepAt) this.#sweepSlots();
+    // Swept once the empty slots are at least as many as the live ones (and more than a few): a sweep visits every
+    // slot, and at least as many vacates as there are slots came since the last one, so it is amortized O(1) per
+    // vacate; and what an idle broker keeps for jobs with nothing in flight is bounded by SWEEP_FLOOR.
+    const empty = ++this.#emptySlots;
+    if (empty >= SWEEP_FLOOR && empty >= this.#jobSlots - empty) this.#sweepSlots();
   }
 
-  /** Drops empty slots once they outnumber the threshold; the threshold doubles with the live slots (amortized O(1)). */
+  /** Drops the empty slots (see #vacate for when). */
   #sweepSlots(): void {
     // forEach, not for-of over entries: an entries iterator makes a [key, value] pair per job.
     this.#jobs.forEach((byJob, namespace) => {
@@ -652,7 +658,6 @@ export class EvalBroker implements BrokerBackend {
     });
     this.#jobSlots -= this.#emptySlots;
     this.#emptySlots = 0;
-    this.#sweepAt = Math.max(4096, 2 * this.#jobSlots);
   }
 
   /** A new (or newly due) evaluation asks for its job's slot: ready if free, pending otherwise. */
@@ -1015,7 +1020,6 @@ export class EvalBroker implements BrokerBackend {
     this.#jobs.clear();
     this.#jobSlots = 0;
     this.#emptySlots = 0;
-    this.#sweepAt = 4096;
     this.#cancelable = [];
     this.#totalReady = 0;
     this.#totalFailed = 0;
