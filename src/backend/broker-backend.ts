@@ -6,7 +6,8 @@
  * Rules every implementation keeps (the Nomad rules; the broker tests state each one):
  * - At-least-once: every admitted evaluation ends acked once or failed with a reason (`_failed`, superseded,
  *   removed); a delivery whose lease (nack deadline) ends without an ack is redelivered and counts as a delivery,
- *   and at `deliveryLimit` deliveries it goes to `_failed` with `DeliveryLimitError`.
+ *   and at `deliveryLimit` deliveries it goes to `_failed` with `DeliveryLimitError`. A delivery given back
+ *   (`giveBack`: canceled on request, or its process stopping) does not count.
  * - One per job: at most one evaluation per job key (`namespace` + `jobId`) is ready or unacked in the scheduler
  *   queues; newer ones wait pending, and an ack promotes the best pending one and makes the rest cancelable.
  * - Order: the highest priority first across the asked types, FIFO within a priority, ties between types at random.
@@ -115,6 +116,14 @@ export interface BrokerBackend {
    * (`DeliveryLimitError` whose `cause` is the last reason). Token refusals as above.
    */
   nack(id: string, token: string, reason?: Error): MaybePromise<void>;
+
+  /**
+   * Ends a delivery that did not fail: its work was canceled on request, or its process is stopping. The evaluation
+   * is ready again at once in its queue (keeping its job's slot and its place in the queue's order), and the delivery
+   * is not counted: `deliveries` goes back by one, so a give-back never brings an evaluation closer to `_failed`.
+   * Whatever the delivery's scheduler returned is discarded. Token refusals as above.
+   */
+  giveBack(id: string, token: string, reason?: Error): MaybePromise<void>;
 
   /** Moves an unacked evaluation straight to `_failed` with `reason`, whatever its delivery count. */
   fail(id: string, token: string, reason: Error): MaybePromise<void>;

@@ -24,6 +24,11 @@ export interface BrokerEvents {
     readonly failed: boolean;
     readonly reason: Error | undefined;
   };
+  /**
+   * A delivery was given back (`giveBack`: its work was canceled on request, or the engine is stopping): the
+   * evaluation is ready again at once, and `deliveries` no longer counts that delivery.
+   */
+  'broker:give-back': { readonly evaluation: Evaluation; readonly token: string; readonly deliveries: number; readonly reason: Error | undefined };
   /** A nack deadline was extended by `extendNackDeadline` instead of firing. */
   'broker:extend': { readonly evaluation: Evaluation; readonly token: string; readonly deadline: number };
   /** An evaluation entered the `_failed` queue. */

@@ -392,6 +392,26 @@ export class EvalBroker implements BrokerBackend {
   }
 
   /**
+   * Ends a delivery that did not fail (its work was canceled on request, or the engine is stopping): the evaluation
+   * is ready again at once, in its place in its queue's order, keeping its job slot, and the delivery is not counted
+   * against `deliveryLimit`. A delivery from `_failed` goes back to `_failed`.
+   */
+  giveBack(id: string, token: string, reason?: Error): void {
+    const entry = this.#outstanding(id, token);
+    if (reason !== undefined && !(reason instanceof Error)) throw new InvalidArgumentError('reason', 'an Error or undefined', reason);
+    const now = this.#clock.now();
+    const queue = entry.queue!;
+    this.#endDelivery(entry, now);
+    if (!queue.failed) entry.deliveries--;
+    this.#makeReady(entry, queue, now);
+    if (this.#logger.isLevelEnabled('debug')) this.#logger.debug({ evalId: entry.id, deliveries: entry.deliveries }, 'eval given back');
+    if (this.#events.hasListeners('broker:give-back')) {
+      this.#events.emit('broker:give-back', { evaluation: entry.evaluation, token, deliveries: entry.deliveries, reason });
+    }
+    this.#serveWaiters();
+  }
+
+  /**
    * Moves an outstanding evaluation straight to `_failed` with `reason` (no scheduler for its type, plan attempts
    * exhausted, …), whatever its delivery count.
    */

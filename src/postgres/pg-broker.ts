@@ -1086,6 +1086,38 @@ export class PgBroker implements BrokerBackend {
     if (row.promoted !== null) this.#lookAgain();
   }
 
+  giveBack(id: string, token: string, reason?: Error): Promise<void> {
+    assertId('id', id);
+    assertToken(token);
+    if (reason !== undefined && !(reason instanceof Error)) throw new InvalidArgumentError('reason', 'an Error or undefined', reason);
+    return this.#giveBackOne(id, token, reason);
+  }
+
+  /**
+   * `give_back` (uncharged, ready at once) with the reason for a refusal: the row as the statement's snapshot saw it,
+   * before the give-back, says why one did not take.
+   */
+  async #giveBackOne(id: string, token: string, reason: Error | undefined): Promise<void> {
+    const S = this.#names.S;
+    const [row] = await this.#db.query<{ ok: boolean; refusal: string | null; deliveries: number | null; queue: string | null }>(
+      `WITH back AS (SELECT ${S}.give_back($1, $2) AS ok),
+            seen AS (SELECT ${S}.refusal(e, $2) AS refusal, e.deliveries, e.queue FROM ${S}.evals e WHERE e.id = $1),
+            told AS (SELECT pg_notify($3, '') FROM back WHERE back.ok)
+       SELECT back.ok, seen.refusal, seen.deliveries, seen.queue, (SELECT count(*) FROM told) AS notified
+         FROM back LEFT JOIN seen ON true`,
+      [id, token, this.#names.channels.ready],
+      'a give-back',
+    );
+    if (row === undefined || !row.ok) throw refusalError(row?.refusal ?? 'not_outstanding', id, token);
+    const held = this.#leases.byToken(token);
+    if (held !== undefined) this.#leases.delete(held);
+    if (held !== undefined && this.#events.hasListeners('broker:give-back')) {
+      const deliveries = (row.deliveries ?? held.deliveries) - (row.queue === FAILED_QUEUE ? 0 : 1);
+      this.#events.emit('broker:give-back', { evaluation: held.evaluation, token, deliveries, reason });
+    }
+    this.#lookAgain();
+  }
+
   fail(id: string, token: string, reason: Error): Promise<void> {
     assertId('id', id);
     assertToken(token);

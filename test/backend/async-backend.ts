@@ -90,6 +90,13 @@ class AsyncBroker implements BrokerBackend {
       return this.#inner.nack(id, token, reason);
     });
   }
+  giveBack(id: string, token: string, reason?: Error): Promise<void> {
+    this.#log.record('broker.giveBack');
+    return later(async () => {
+      await this.#nacking;
+      return this.#inner.giveBack(id, token, reason);
+    });
+  }
   fail(id: string, token: string, reason: Error): Promise<void> {
     this.#log.record('broker.fail');
     return later(() => this.#inner.fail(id, token, reason));
@@ -229,7 +236,7 @@ export interface AsyncBackendOptions {
   readonly opening?: Promise<void>;
   /** Awaited by `close()` before it closes the in-memory backend. */
   readonly closing?: Promise<void>;
-  /** Awaited by every nack before it reaches the in-memory broker. */
+  /** Awaited by every nack and give-back before it reaches the in-memory broker. */
   readonly nacking?: Promise<void>;
 }
 
