@@ -31,7 +31,7 @@ import { SlotState, ThreadPhase } from '../slots/slot-layout.js';
 import type { SlotTable } from '../slots/slot-table.js';
 import { isPromiseLike } from '../tasks/maybe-promise.js';
 import type { SchedulerResult } from '../user-functions.js';
-import type { WorkerMetrics } from './worker-metrics.js';
+import type { RefusedOperation, WorkerMetrics } from './worker-metrics.js';
 import { WorkerActivity, WorkerStatus, workerTransitions, type WorkerActivityValue, type WorkerStatusValue } from './worker-status.js';
 
 export interface WorkerDeps {
@@ -142,7 +142,7 @@ export class SchedulingWorker implements StartObserver {
     return this.#processed;
   }
 
-  /** Evaluations this worker nacked back into the broker while stopping (the engine's `engine:stop` `requeued`). */
+  /** Evaluations this worker gave or nacked back into the broker while stopping (the engine's `engine:stop` `requeued`). */
   get givenBack(): number {
     return this.#givenBack;
   }
@@ -208,7 +208,11 @@ export class SchedulingWorker implements StartObserver {
     return true;
   }
 
-  /** Cancels the evaluation in hand (the thread sees it in shared memory). */
+  /**
+   * Cancels the evaluation in hand (the thread sees it in shared memory): once its thread lets go, the delivery is
+   * given back, whatever the scheduler returned. False when there is nothing to cancel: no delivery, or its
+   * scheduler already returned and its plan is being committed (it then commits).
+   */
   cancelCurrent(): boolean {
     const current = this.#current;
     if (current === undefined) return false;
@@ -331,8 +335,8 @@ export class SchedulingWorker implements StartObserver {
       this.#process(delivery.evaluation, delivery.token);
       return;
     }
-    // As in Nomad `Worker.run`: a worker that finds shutdown after a dequeue gives the evaluation back.
-    const giving = this.#nack(delivery.evaluation, delivery.token, new CanceledError('Engine is stopping'));
+    // As in Nomad `Worker.run`: a worker that finds shutdown after a dequeue gives the evaluation back (uncharged).
+    const giving = this.#giveBack(delivery.evaluation, delivery.token, new CanceledError('Engine is stopping'));
     if (giving === undefined) this.#end();
     else giving.then(this.#endLoop, this.#endLoop);
   }
@@ -399,12 +403,16 @@ export class SchedulingWorker implements StartObserver {
     const current = this.#current!;
     const { evaluation, token } = current;
     const { slots, metrics } = this.#deps;
+    // Read before the slot is finished: a cancel of this attempt (`engine.cancel`, `stop()` past its grace, an abort)
+    // left its word CANCEL, whether or not the thread saw it before it answered.
+    const canceled = slots.isCanceled(this.#slot, current.generation);
     slots.finish(this.#slot, current.generation);
     metrics.endScheduling(evaluation.type, this.#schedulingStarted, outcome.status === 'ok' ? outcome.waitedMs : 0);
-    // Whatever the thread answered (it may have finished before it saw the cancel), nothing of it is kept.
+    // Whatever the thread answered after a cancel (it may have finished before it saw it, or ignored it and been
+    // terminated), nothing of it is kept: a canceled delivery's plan never commits.
     if (this.#abortedCurrent()) return this.#endDelivery(this.#removeAborted());
-    if (outcome.status === 'canceled') {
-      return this.#endDelivery(this.#nack(evaluation, token, new CanceledError(`Evaluation ${JSON.stringify(evaluation.id)} was canceled`)));
+    if (canceled || outcome.status === 'canceled') {
+      return this.#endDelivery(this.#giveBack(evaluation, token, new CanceledError(`Evaluation ${JSON.stringify(evaluation.id)} was canceled`)));
     }
     if (outcome.status !== 'ok') return this.#endDelivery(this.#nack(evaluation, token, outcome.error));
     const plan = outcome.value;
@@ -482,7 +490,7 @@ export class SchedulingWorker implements StartObserver {
     if (!(typeof resumed === 'boolean' ? resumed : await resumed)) return undefined;
     this.#minIndex = Math.max(this.#minIndex, result.refreshIndex);
     metrics.planRefreshed();
-    if (this.#shuttingDown) return this.#nack(evaluation, token, new CanceledError('Engine is stopping'));
+    if (this.#shuttingDown) return this.#giveBack(evaluation, token, new CanceledError('Engine is stopping'));
     this.#attempt = attempt + 1;
     this.#dispatchAttempt();
     return RETRY;
@@ -564,6 +572,31 @@ export class SchedulingWorker implements StartObserver {
     );
   }
 
+  /**
+   * Gives the delivery back: it did not fail (canceled on request, or the engine is stopping), so the broker makes it
+   * ready again at once without counting the delivery.
+   */
+  #giveBack(evaluation: Evaluation, token: string, reason: Error): PromiseLike<void> | undefined {
+    let answer;
+    try {
+      answer = this.#deps.broker.giveBack(evaluation.id, token, reason);
+    } catch (error) {
+      this.#refused('give-back', evaluation, error);
+      return undefined;
+    }
+    const stopping = this.#shuttingDown;
+    if (!isPromiseLike(answer)) {
+      if (stopping) this.#givenBack++;
+      return undefined;
+    }
+    return answer.then(
+      () => {
+        if (stopping) this.#givenBack++;
+      },
+      (error: unknown) => this.#refused('give-back', evaluation, error),
+    );
+  }
+
   /** A method, not a field read: `abortCurrent` sets the flag while the delivery is out (on a thread, in the plan queue). */
   #abortedCurrent(): boolean {
     return this.#current?.aborted === true;
@@ -599,7 +632,7 @@ export class SchedulingWorker implements StartObserver {
   }
 
   /** The broker refused to end or hold a delivery (it is no longer current, or the backend failed): logged and counted. */
-  #refused(operation: 'ack' | 'nack' | 'fail' | 'remove' | 'submit' | 'resume', evaluation: Evaluation, error: unknown): void {
+  #refused(operation: RefusedOperation, evaluation: Evaluation, error: unknown): void {
     this.#deps.logger.debug({ err: error, evalId: evaluation.id }, `${operation} refused`);
     this.#deps.metrics.refused(operation, (error as TickpoolError | undefined)?.code);
   }

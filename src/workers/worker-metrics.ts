@@ -8,6 +8,9 @@ import type { Counter, Histogram } from 'prom-client';
 import { LatencyHistogram, type LatencySeries } from '../observability/latency-histogram.js';
 import { counter, histogram, latencyBucketsSeconds, type Registry } from '../observability/metrics.js';
 
+/** What a worker asks of the broker that the broker may refuse (a delivery no longer current, a backend failure). */
+export type RefusedOperation = 'ack' | 'nack' | 'give-back' | 'fail' | 'remove' | 'submit' | 'resume';
+
 export class WorkerMetrics {
   readonly #invoke: LatencyHistogram;
   readonly #invokeByType = new Map<string, LatencySeries>();
@@ -39,7 +42,7 @@ export class WorkerMetrics {
     });
     this.#refused = counter(registry, {
       name: 'tickpool_worker_refused_total',
-      help: 'Acks, nacks and fails the broker refused (e.g. an ack after the nack deadline fired)',
+      help: 'Acks, nacks, give-backs and fails the broker refused (e.g. an ack after the nack deadline fired)',
       labelNames: ['operation', 'code'],
     });
   }
@@ -70,7 +73,7 @@ export class WorkerMetrics {
     this.#refreshes.inc();
   }
 
-  refused(operation: 'ack' | 'nack' | 'fail' | 'remove' | 'submit' | 'resume', code: string | undefined): void {
+  refused(operation: RefusedOperation, code: string | undefined): void {
     this.#refused.inc({ operation, code: code ?? 'unknown' });
   }
 }

@@ -154,7 +154,8 @@ test('engine.cancel finds the delivery among its own workers without asking the 
   await waitFor(gate, Gate.STARTED, 2);
   set(gate, Gate.RELEASE, 1);
   const outcome = await done;
-  assert.equal(outcome.deliveries, 2, 'canceled, nacked and redelivered');
+  assert.equal(outcome.deliveries, 1, 'canceled, given back uncharged and redelivered');
+  assert.equal(log.count('broker.giveBack'), 1);
   assert.equal(log.count('broker.outstanding'), 0);
 });
 
@@ -187,7 +188,7 @@ test('start() waits for the backend to open before the threads start, and stop()
   assert.equal(log.calls.at(-1), 'broker.rejectOutcomes', 'the outcomes still waited for are given up last');
 });
 
-test('a delivery whose lease ended before it returned its plan submits nothing: the async pause of its lease is refused', async () => {
+test('a delivery whose lease ended before it returned its plan submits nothing: its canceled attempt is given back, and the broker refuses that', async () => {
   const clock = new ManualClock(Date.UTC(2026, 0, 1));
   const { engine, log } = await started({}, { threads: 1, workers: 2, clock, cancelGraceMs: 3_600_000, broker: { nackTimeoutMs: 1000, initialNackDelayMs: 0 }, schedulers: { plan: fixture('gated-plan') } });
   const gate = newGate();
@@ -200,11 +201,11 @@ test('a delivery whose lease ended before it returned its plan submits nothing: 
   assert.equal(outcome.deliveries, 2);
   assert.equal(engine.state.index, 1, 'one commit');
   assert.equal(log.count('plans.submit'), 1, 'the stale delivery never reached the plan committer');
-  assert.equal(log.count('broker.pauseNackTimeout'), 2);
-  assert.match(await engine.options.registry.metrics(), /^tickpool_worker_refused_total\{operation="submit",code="ERR_NACK_TIMEOUT_REACHED"\} 1$/m);
+  assert.equal(log.count('broker.pauseNackTimeout'), 1, 'only the redelivery held its lease for the plan queue');
+  assert.match(await engine.options.registry.metrics(), /^tickpool_worker_refused_total\{operation="give-back",code="ERR_NACK_TIMEOUT_REACHED"\} 1$/m);
 });
 
-test('stop() gives back the evaluations in hand through the async nack, and counts them once the nacks settled', async () => {
+test('stop() gives back the evaluations in hand through the async give-back, and counts them once the give-backs settled', async () => {
   let nack!: () => void;
   const nacking = new Promise<void>((resolve) => (nack = resolve));
   const { engine, log, inner } = await started({ nacking });
@@ -213,20 +214,21 @@ test('stop() gives back the evaluations in hand through the async nack, and coun
   await waitFor(gate, Gate.STARTED, 2);
   const stopEvent = new Promise<{ requeued: number; forced: boolean }>((resolve) => engine.events.once('engine:stop', resolve));
   const stopping = engine.stop({ graceMs: 0 });
-  while (log.count('broker.nack') < 2) await turns(1);
+  while (log.count('broker.giveBack') < 2) await turns(1);
   await turns(5);
-  assert.equal(log.count('close'), 0, 'the engine waits for the nacks before it closes the backend');
+  assert.equal(log.count('close'), 0, 'the engine waits for the give-backs before it closes the backend');
   assert.deepEqual(
     engine.workers.filter((w) => w.evaluationId !== undefined).map((w) => [w.evaluationId, w.status, w.processed]).sort(),
     [['g1', 'stopping', 0], ['g2', 'stopping', 0]],
-    'each worker holds its delivery until its nack settled',
+    'each worker holds its delivery until its give-back settled',
   );
   nack();
   await stopping;
   assert.deepEqual(await stopEvent, { requeued: 2, forced: true });
-  assert.equal(log.count('broker.nack'), 2);
+  assert.equal(log.count('broker.giveBack'), 2);
+  assert.equal(log.count('broker.nack'), 0);
   const stats = inner.broker.stats();
   assert.equal(stats.totalUnacked, 0, 'nothing is left unacked');
-  assert.equal(stats.totalReady + stats.totalWaiting, 2, 'both are back in the broker');
-  assert.ok(log.calls.lastIndexOf('broker.nack') < log.calls.indexOf('close'), 'the backend closed after the nacks');
+  assert.equal(stats.totalReady, 2, 'both are ready in the broker again, at once');
+  assert.ok(log.calls.lastIndexOf('broker.giveBack') < log.calls.indexOf('close'), 'the backend closed after the give-backs');
 });

@@ -126,6 +126,7 @@ test('after a nack deadline fires, cancel and heartbeats reach the redelivery, n
   const events: string[] = [];
   engine.broker.events.on('broker:extend', () => events.push('extend'));
   engine.broker.events.on('broker:nack', ({ timedOut, reason }) => events.push(timedOut ? 'timeout' : `nack ${(reason as { code?: string }).code}`));
+  engine.broker.events.on('broker:give-back', ({ reason }) => events.push(`give-back ${(reason as { code?: string }).code}`));
   engine.enqueue(evaluation('e1', 'two', { gate }));
   await waitFor(gate, Gate.CALLS, 1);
   clock.advance(1000); // the first delivery times out and is redelivered at once to the other worker
@@ -139,7 +140,7 @@ test('after a nack deadline fires, cancel and heartbeats reach the redelivery, n
   set(gate, Gate.FAULT_TAKEN, 1);
   set(gate, Gate.RELEASE, 1);
   await engine.stop({ graceMs: 1000 });
-  assert.equal(events[2], 'nack ERR_CANCELED', 'the canceled redelivery was given back');
+  assert.equal(events[2], 'give-back ERR_CANCELED', 'the canceled redelivery was given back');
 });
 
 test('engine:stop reports how many evaluations in hand stop gave back to the broker', { timeout: 30_000 }, async () => {
@@ -173,6 +174,8 @@ test('engine.cancel and stop() reject bad arguments with typed errors', { timeou
 });
 
 test('a delivery whose nack deadline fired before it returned its plan does not submit it: the redelivery commits once', { timeout: 30_000 }, async () => {
+  // The deadline canceled the stale attempt, so its plan is dropped with the attempt: its give-back is refused (the
+  // nack of the deadline won), and nothing reaches the plan queue.
   const clock = new ManualClock(Date.UTC(2026, 0, 1));
   const engine = await started({
     threads: 1, // the redelivery runs after the stale one on the same thread: its ack proves the stale plan was handled
@@ -194,5 +197,5 @@ test('a delivery whose nack deadline fired before it returned its plan does not 
   assert.equal(Atomics.load(gate, Gate.CALLS), 2);
   assert.equal(engine.state.index, 1, 'one commit: the stale delivery submitted nothing');
   assert.equal(engine.state.snapshot().get('t', 'k')?.value, 'placed');
-  assert.match(await engine.options.registry.metrics(), /^tickpool_worker_refused_total\{operation="submit",code="ERR_NACK_TIMEOUT_REACHED"\} 1$/m);
+  assert.match(await engine.options.registry.metrics(), /^tickpool_worker_refused_total\{operation="give-back",code="ERR_NACK_TIMEOUT_REACHED"\} 1$/m);
 });

@@ -187,8 +187,10 @@ test('an evaluation at a later index is dispatched to wait for it on the thread'
   d.answer(ok());
 });
 
-test('a failed or canceled scheduler is nacked with its reason; the redelivery goes out on a new generation', async (t) => {
+test('a failed scheduler is nacked with its reason, a canceled one given back; the redelivery goes out on a new generation', async (t) => {
   const h = harness(t);
+  const givenBack: Array<Error | undefined> = [];
+  h.broker.events.on('broker:give-back', ({ reason }) => givenBack.push(reason));
   void h.worker.start();
   const handle = h.enqueue('a');
   const first = await h.pool.next();
@@ -197,16 +199,32 @@ test('a failed or canceled scheduler is nacked with its reason; the redelivery g
   const second = await h.pool.next();
   assert.deepEqual(h.nacks, [{ id: 'a', timedOut: false, reason: failure }]);
   assert.ok(second.item.generation > first.item.generation);
+  assert.equal(h.worker.cancelCurrent(), true);
   second.answer({ status: 'canceled' });
   const third = await h.pool.next();
-  assert.equal(h.nacks.length, 2);
-  assert.ok(h.nacks[1]!.reason instanceof CanceledError);
-  assert.equal(h.nacks[1]!.timedOut, false);
+  assert.equal(h.nacks.length, 1, 'a canceled delivery is not nacked');
+  assert.equal(givenBack.length, 1);
+  assert.ok(givenBack[0] instanceof CanceledError);
   third.answer({ status: 'lost', error: failure });
   const fourth = await h.pool.next();
-  assert.equal(h.nacks[2]!.reason, failure, 'a lost item is nacked with its thread\'s reason');
+  assert.equal(h.nacks[1]!.reason, failure, 'a lost item is nacked with its thread\'s reason');
   fourth.answer(ok());
-  assert.equal((await handle.done).deliveries, 4);
+  assert.equal((await handle.done).deliveries, 3, 'the given-back delivery is not counted');
+});
+
+test('whatever a canceled attempt answers is given back, a plan included: it never commits', async (t) => {
+  const h = harness(t);
+  void h.worker.start();
+  const handle = h.enqueue('a');
+  const first = await h.pool.next();
+  assert.equal(h.worker.cancelCurrent(), true);
+  first.answer(ok({ writes: [{ table: 't', key: 'k', value: 'canceled', readIndex: 0 }], value: 'canceled' }));
+  const second = await h.pool.next();
+  assert.equal(h.state.index, 0, 'the canceled attempt\'s plan did not commit');
+  second.answer(ok({ writes: [{ table: 't', key: 'k', value: 'kept', readIndex: 0 }], value: 'kept' }));
+  const outcome = await handle.done;
+  assert.deepEqual({ value: outcome.value, deliveries: outcome.deliveries }, { value: 'kept', deliveries: 1 });
+  assert.equal(h.state.snapshot().get('t', 'k')?.value, 'kept');
 });
 
 test('a plan commits through the plan applier, and the evaluation is acked with its value at the commit\'s index', async (t) => {
@@ -263,8 +281,8 @@ test('a worker that stops between plan attempts gives the evaluation back instea
   d.answer(ok({ writes: [{ table: 't', key: 'k', value: 'mine', readIndex: 0 }] }));
   await stopped;
   assert.equal(h.worker.status, 'stopped');
-  assert.equal(h.nacks.length, 1);
-  assert.ok(h.nacks[0]!.reason instanceof CanceledError);
+  assert.equal(h.nacks.length, 0, 'given back, not nacked');
+  assert.deepEqual(h.broker.inspect('a'), { state: 'ready', queue: 's', deliveries: 0, holdsJobSlot: true });
   assert.equal(h.worker.givenBack, 1);
   assert.equal(h.pool.pending, 0, 'no second attempt');
 });
@@ -401,11 +419,13 @@ test('an answer that ends the delivery acks it and sends the next evaluation wit
   assert.equal(h.pool.pending, 1, 'and the next evaluation already dispatched');
   const second = await h.pool.next();
   assert.equal(second.item.evaluation.id, 'b');
+  let givenBack = 0;
+  h.broker.events.on('broker:give-back', () => givenBack++);
   second.answer({ status: 'canceled' });
-  assert.equal(h.nacks.length, 1, 'a cancel is nacked inside the answer too');
+  assert.equal(givenBack, 1, 'a cancel is given back inside the answer too');
   assert.equal(h.pool.pending, 1);
   const third = await h.pool.next();
-  assert.equal(third.item.evaluation.id, 'b', 'the nacked one is ready again at once (no nack delay here), ahead of c');
+  assert.equal(third.item.evaluation.id, 'b', 'the given-back one is ready again at once, ahead of c');
   third.answer(ok({ writes: [], value: 7 }));
   assert.deepEqual(acked, ['a', 'b'], 'a plan without writes is acked at once');
   const fourth = await h.pool.next();
