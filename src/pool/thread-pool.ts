@@ -141,6 +141,11 @@ export class ThreadPool {
   readonly #board: ThreadBoard;
   readonly #costs = new CostModel();
   readonly #channels: (Channel | undefined)[] = [];
+  /**
+   * The unsettled item of each slot, by slot number (a slot has one item in flight at a time): how a cancel finds
+   * the dispatch it settles.
+   */
+  readonly #bySlot: (PendingItem | undefined)[] = [];
   #queue: PendingItem[] = [];
   #queueHead = 0;
   #seq = 0;
@@ -248,6 +253,7 @@ export class ThreadPool {
   dispatchWith(item: WorkItem, observer: StartObserver | undefined, settled: (outcome: Outcome) => void): void {
     const cost = item.kind === 'eval' ? this.#costs.forEvaluation(item.evaluation.type) : this.#costs.forRun(item.handler);
     const pending = new PendingItem(++this.#seq, item, settled, observer, cost);
+    this.#bySlot[item.slot] = pending;
     this.#dispatched++;
     if (this.#stopping) {
       this.#settle(pending, { status: 'lost', error: new ThreadExitedError('Expected a running pool, but it is stopping') });
@@ -270,22 +276,29 @@ export class ThreadPool {
 
   /**
    * Asks the item in `slot` to stop (the thread reads the word), and terminates its thread if the item is still
-   * running there after the grace period. The item's dispatch then settles as `canceled` or `lost`.
+   * running there after the grace period. The item's dispatch then settles as `canceled` or `lost`; at once when no
+   * thread had started it (it holds nothing: wherever it waits, main's queue or a busy thread's hands, no thread can
+   * start it any more), so that giving up unstarted work never waits for the work in front of it.
    */
   cancel(slot: number, generation: number): boolean {
     const { slots, clock, cancelGraceMs } = this.#options;
-    if (!slots.cancel(slot, generation)) {
-      // The slot's owner may have set the word itself (the task scheduler cancels its runs' slots directly, then
-      // asks the executor): the grace period still has to run, or an item that ignores cancel is never stopped.
-      const alreadyCanceled = slots.state(slot) === SlotState.CANCEL && slots.generation(slot) === generation;
-      if (!alreadyCanceled || this.#graceArmed.get(slot) === generation) return false;
+    const won = slots.cancel(slot, generation);
+    // The slot's owner may have set the word itself (the task scheduler cancels its runs' slots directly, then asks
+    // the executor): the item must still settle, or the grace period still has to run for one that ignores cancel.
+    if (!won && !(slots.state(slot) === SlotState.CANCEL && slots.generation(slot) === generation)) return false;
+    if (slots.canceledBeforeStart(slot, generation)) {
+      const pending = this.#bySlot[slot];
+      if (pending === undefined || pending.settled || pending.item.generation !== generation) return won;
+      this.#settle(pending, CANCELED);
+      return true;
     }
+    if (!won && this.#graceArmed.get(slot) === generation) return false;
     this.#graceArmed.set(slot, generation);
     clock.setTimer(() => {
       if (this.#graceArmed.get(slot) === generation) this.#graceArmed.delete(slot);
       if (slots.generation(slot) !== generation || slots.state(slot) !== SlotState.CANCEL) return;
       const owner = slots.owner(slot);
-      if (owner === 0) return; // never started: the thread will skip it
+      if (owner <= 0) return; // never started: settled when it was canceled
       const channel = this.#channels[owner - 1];
       if (channel === undefined || channel.ended) return;
       this.#options.logger.warn({ thread: channel.index, slot }, 'canceled work ignored cancel past the grace period; terminating its thread');
@@ -607,7 +620,7 @@ export class ThreadPool {
     }
     if (pending.holder !== undefined || pending.queued) return 'elsewhere';
     if (current && state === SlotState.CLAIMED) return 'unstarted';
-    if (current && state === SlotState.CANCEL && owner === 0) return 'canceled';
+    if (current && state === SlotState.CANCEL && owner <= 0) return 'canceled';
     return 'lost';
   }
 
@@ -651,6 +664,7 @@ export class ThreadPool {
     if (pending.settled) return;
     pending.outcome = outcome;
     const seq = pending.seq;
+    if (this.#bySlot[pending.item.slot] === pending) this.#bySlot[pending.item.slot] = undefined;
     if (pending.holder !== undefined) {
       pending.holder.held.delete(seq);
       if (pending.moreHolders !== undefined) for (const channel of pending.moreHolders) channel.held.delete(seq);

@@ -8,11 +8,14 @@
  *   generation cannot succeed after main has finished that slot and claimed it again for new work.
  * - `HEARTBEAT`: a counter the thread bumps to say "still working"; main compares it with what it saw last.
  * - `OWNER`: the pool-thread index that started the slot's current run (+1; 0 = none), so a thread crash can be
- *   traced to the slots it held.
+ *   traced to the slots it held. `CANCELED_UNSTARTED` (-1) when main canceled the item before any thread started it:
+ *   no start can succeed after that, so the item holds nothing and can be settled at once.
  * - `PHASE`: what the thread is doing with the item (`ThreadPhase`), read by main for worker status.
  */
 export const SlotField = Object.freeze({ WORD: 0, HEARTBEAT: 1, OWNER: 2, PHASE: 3 });
 export const SLOT_INT32S = 4;
+/** `OWNER` of an item main canceled before any thread started it. */
+export const CANCELED_UNSTARTED = -1;
 export const SLOT_BYTES = SLOT_INT32S * Int32Array.BYTES_PER_ELEMENT;
 /** The most slots a table may reserve (1 GiB of address space); `create` and `attach` both hold buffers to it. */
 export const MAX_SLOTS = 1 << 26;

@@ -1,6 +1,7 @@
 import { isSharedArrayBuffer } from 'node:util/types';
 import { InvalidArgumentError, InvalidStateError } from '../errors.js';
 import {
+  CANCELED_UNSTARTED,
   GENERATION_MASK,
   MAX_SLOTS,
   SLOT_BYTES,
@@ -205,14 +206,34 @@ export class SlotTable {
     return true;
   }
 
-  /** Main: `CLAIMED|RUNNING→CANCEL` for `generation`. False when the slot is idle, already canceled or stale. */
+  /**
+   * Main: `CLAIMED|RUNNING→CANCEL` for `generation`. False when the slot is idle, already canceled or stale. A cancel
+   * from `CLAIMED` wins the race with every thread's start CAS: `OWNER` then says so (`CANCELED_UNSTARTED`), for
+   * `canceledBeforeStart`.
+   */
   cancel(slot: number, generation: number): boolean {
     const at = this.#at(slot, SlotField.WORD);
-    for (const from of [SlotState.CLAIMED, SlotState.RUNNING] as const) {
-      const expected = packWord(from, generation);
-      if (Atomics.compareExchange(this.#words, at, expected, packWord(SlotState.CANCEL, generation)) === expected) return true;
+    const unstarted = packWord(SlotState.CLAIMED, generation);
+    const canceled = packWord(SlotState.CANCEL, generation);
+    if (Atomics.compareExchange(this.#words, at, unstarted, canceled) === unstarted) {
+      // Main is the only writer of OWNER while the word is CLAIMED or CANCEL-before-start, so the store cannot race.
+      Atomics.store(this.#words, slotIndex(slot, SlotField.OWNER), CANCELED_UNSTARTED); // `slot` was checked above
+      return true;
     }
-    return false;
+    const running = packWord(SlotState.RUNNING, generation);
+    return Atomics.compareExchange(this.#words, at, running, canceled) === running;
+  }
+
+  /**
+   * Main: the item of `generation` was canceled before any thread started it (no thread ever will): nothing holds
+   * it, and its dispatch can settle without waiting for a thread to say so.
+   */
+  canceledBeforeStart(slot: number, generation: number): boolean {
+    const word = Atomics.load(this.#words, this.#at(slot, SlotField.WORD));
+    return (
+      word === packWord(SlotState.CANCEL, generation) &&
+      Atomics.load(this.#words, slotIndex(slot, SlotField.OWNER)) === CANCELED_UNSTARTED // `slot` was checked above
+    );
   }
 
   /**
@@ -249,7 +270,7 @@ export class SlotTable {
     return Atomics.load(this.#words, this.#at(slot, SlotField.HEARTBEAT));
   }
 
-  /** Pool-thread index (+1) that started the slot's current item; 0 when none. */
+  /** Pool-thread index (+1) that started the slot's current item; 0 when none, -1 when canceled before any start. */
   owner(slot: number): number {
     return Atomics.load(this.#words, this.#at(slot, SlotField.OWNER));
   }
