@@ -62,8 +62,10 @@ export interface EngineOptions {
    */
   readonly broker?: Omit<EvalBrokerOptions, 'clock' | 'logger' | 'registry' | 'extendNackDeadline' | 'validatePayload' | 'knownTypes' | 'maxPayloadBytes'>;
   /**
-   * How long one dequeue waits before the worker checks for shutdown, ms.
-   * @default 500
+   * How long one dequeue of an idle worker waits before the worker looks again, ms. 0 waits until work comes: a pause
+   * or a stop ends the wait at once, so an idle worker needs no timer (and a `ManualClock` advanced by a day fires
+   * none for it).
+   * @default 0
    */
   readonly dequeueTimeoutMs?: number;
   /**
@@ -152,7 +154,7 @@ export type EngineOptionsOn<B extends Backend> = Omit<EngineOptions, 'backend'> 
 
 /** Defaults. `threads` and `workers` depend on the machine; see `defaultThreads` and `defaultWorkers`. */
 export const engineDefaults = Object.freeze({
-  dequeueTimeoutMs: 500,
+  dequeueTimeoutMs: 0,
   syncLimitMs: 5_000,
   maxPlanAttempts: 5,
   cancelGraceMs: 1_000,

@@ -284,8 +284,11 @@ async function target(): Promise<{ engine: Engine; clock: ManualClock }> {
 /**
  * Waits until nothing is ready, unacked or pending. Evaluations of registered types settle by themselves (each step
  * is an event); one of an unregistered type is failed at enqueue. When only delayed work is left, time moves on by
- * one dequeue period on the (manual) clock.
+ * DRAIN_STEP_MS on the (manual) clock.
  */
+/** How far `drained` moves the manual clock while only delayed work is left. */
+const DRAIN_STEP_MS = 500;
+
 async function drained(engine: Engine, clock: ManualClock): Promise<void> {
   const registered = new Set(Object.keys(engine.options.schedulers));
   const busy = (): boolean => {
@@ -307,7 +310,7 @@ async function drained(engine: Engine, clock: ManualClock): Promise<void> {
     const s = engine.broker.stats();
     if (s.totalReady + s.totalPending === 0) return;
     assert.ok(round < 1000, `the broker does not drain: ${JSON.stringify(s)}`);
-    clock.advance(engine.options.dequeueTimeoutMs);
+    clock.advance(DRAIN_STEP_MS);
     await turns(1);
   }
 }
