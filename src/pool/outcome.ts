@@ -7,7 +7,8 @@ import type { ItemOutcome, WorkItem } from '../protocol/messages.js';
 
 export type Outcome =
   | { readonly status: 'ok'; readonly value: unknown; readonly waitedMs: number }
-  | { readonly status: 'error'; readonly error: TickpoolError; readonly retryable: boolean }
+  /** `value`: beside the error of a task handler's returned `RunResult`. */
+  | { readonly status: 'error'; readonly error: TickpoolError; readonly retryable: boolean; readonly value?: unknown }
   | { readonly status: 'canceled' }
   /** The thread died with the item on it. */
   | { readonly status: 'lost'; readonly error: TickpoolError };
@@ -29,16 +30,18 @@ export const CANCELED: Outcome = Object.freeze({ status: 'canceled' });
 
 /**
  * The outcome a thread reported, from the fields of its wire form (`forEachResult`): `extra` is the value or the
- * wire error, `number` the waited ms or retryable as 0/1.
+ * wire error, `number` the waited ms or retryable as 0/1, `value` the value beside an error.
  */
-export function outcomeOf(status: Exclude<ItemOutcome['status'], 'not-started'>, extra: unknown, number: number): Outcome {
+export function outcomeOf(status: Exclude<ItemOutcome['status'], 'not-started'>, extra: unknown, number: number, value?: unknown): Outcome {
   switch (status) {
     case 'ok':
       return extra === undefined && number === 0 ? OK_EMPTY : { status: 'ok', value: extra, waitedMs: number };
     case 'canceled':
       return CANCELED;
     case 'error':
-      return { status: 'error', error: fromWire(extra as WireError), retryable: number === 1 };
+      return value === undefined
+        ? { status: 'error', error: fromWire(extra as WireError), retryable: number === 1 }
+        : { status: 'error', error: fromWire(extra as WireError), retryable: number === 1, value };
   }
 }
 

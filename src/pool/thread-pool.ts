@@ -521,13 +521,13 @@ export class ThreadPool {
 
   #settleResults(channel: Channel, message: ResultMessage): void {
     let count = 0;
-    forEachResult(message, (seq, status, extra, number, ms) => {
+    forEachResult(message, (seq, status, extra, number, ms, value) => {
       count++;
       const pending = channel.held.get(seq);
       if (pending === undefined) return;
       if (status !== 'not-started') {
         pending.cost.observe(ms);
-        this.#settle(pending, outcomeOf(status, extra, number));
+        this.#settle(pending, outcomeOf(status, extra, number, value));
         return;
       }
       channel.held.delete(seq);

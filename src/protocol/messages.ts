@@ -101,7 +101,8 @@ export type MainToThread = WorkMessage | { readonly type: 'reset'; readonly full
 export type ItemOutcome =
   /** `waitedMs`: time spent in waitForIndex before the scheduler ran. */
   | { readonly seq: number; readonly status: 'ok'; readonly value: unknown; readonly waitedMs: number; readonly ms: number }
-  | { readonly seq: number; readonly status: 'error'; readonly error: WireError; readonly retryable: boolean; readonly ms: number }
+  /** `value`: a task handler's `RunResult` `{ error, retryable?, value? }` returned (not thrown) keeps its value. */
+  | { readonly seq: number; readonly status: 'error'; readonly error: WireError; readonly retryable: boolean; readonly ms: number; readonly value?: unknown }
   /** The slot was canceled while the item ran (or the item moved on past its generation). */
   | { readonly seq: number; readonly status: 'canceled'; readonly ms: number }
   /**

@@ -86,7 +86,9 @@ const STATUS_OK = 0;
 const STATUS_ERROR = 1;
 const STATUS_CANCELED = 2;
 const STATUS_NOT_STARTED = 3;
-const STATUSES: readonly ItemOutcome['status'][] = ['ok', 'error', 'canceled', 'not-started'];
+/** An error with a value beside it (a task handler's returned `RunResult`): extra is `[error, value]`. */
+const STATUS_ERROR_WITH_VALUE = 4;
+const STATUSES: readonly ItemOutcome['status'][] = ['ok', 'error', 'canceled', 'not-started', 'error'];
 
 /**
  * `[seq, status, number, extra, ms]` per outcome. The number slot holds waitedMs (ok) or retryable as 0/1 (error);
@@ -100,7 +102,8 @@ export function encodeResults(outcomes: readonly ItemOutcome[]): ResultMessage {
         out.push(o.seq, STATUS_OK, o.waitedMs, o.value, o.ms);
         break;
       case 'error':
-        out.push(o.seq, STATUS_ERROR, o.retryable ? 1 : 0, o.error, o.ms);
+        if (o.value === undefined) out.push(o.seq, STATUS_ERROR, o.retryable ? 1 : 0, o.error, o.ms);
+        else out.push(o.seq, STATUS_ERROR_WITH_VALUE, o.retryable ? 1 : 0, [o.error, o.value], o.ms);
         break;
       case 'canceled':
         out.push(o.seq, STATUS_CANCELED, 0, undefined, o.ms);
@@ -113,14 +116,21 @@ export function encodeResults(outcomes: readonly ItemOutcome[]): ResultMessage {
   return out as unknown as ResultMessage;
 }
 
-/** Calls `visit` for each outcome of the message, in order, without building intermediate objects. */
+/**
+ * Calls `visit` for each outcome of the message, in order, without building intermediate objects. `extra` is the
+ * value (ok) or the wire error (error); `value` the value beside an error (a returned `RunResult`), else undefined.
+ */
 export function forEachResult(
   message: ResultMessage,
-  visit: (seq: number, status: ItemOutcome['status'], extra: unknown, number: number, ms: number) => void,
+  visit: (seq: number, status: ItemOutcome['status'], extra: unknown, number: number, ms: number, value: unknown) => void,
 ): void {
   for (let at = 0; at + RESULT_STRIDE <= message.length; at += RESULT_STRIDE) {
-    const status = STATUSES[message[at + 1] as number] ?? 'not-started';
-    visit(message[at] as number, status, message[at + 3], message[at + 2] as number, message[at + 4] as number);
+    const code = message[at + 1] as number;
+    const status = STATUSES[code] ?? 'not-started';
+    if (code === STATUS_ERROR_WITH_VALUE) {
+      const [error, value] = message[at + 3] as [unknown, unknown];
+      visit(message[at] as number, status, error, message[at + 2] as number, message[at + 4] as number, value);
+    } else visit(message[at] as number, status, message[at + 3], message[at + 2] as number, message[at + 4] as number, undefined);
   }
 }
 

@@ -5,7 +5,8 @@
  *
  * A handler succeeds by returning and fails by throwing; a thrown value with `retryable: true` asks for a retry.
  * It may also return a `RunResult` itself: an object whose `error` is an `Error` is a failure (retried when its
- * `retryable` is true), with its `value` kept.
+ * `retryable` is true), with its `value` kept. Its thread sends it as the failure of a throw would be sent, so the
+ * error arrives as a `RemoteError` (`ERR_USER_CODE`, the handler's own `code` as `remoteCode`) either way.
  * A run whose thread died is a retryable failure (`ThreadExitedError`); one whose thread hit its resource limits
  * is not (`ResourceLimitError`: the same run would hit them again).
  */
@@ -106,15 +107,12 @@ class PoolRunPromise implements RunPromise {
 
 function toResult(outcome: Exclude<Outcome, { status: 'canceled' }>): RunResult {
   switch (outcome.status) {
-    case 'ok': {
-      const returned = outcome.value as { error?: unknown; retryable?: unknown; value?: unknown } | null | undefined;
-      if (returned !== null && typeof returned === 'object' && returned.error instanceof Error) {
-        return { error: returned.error, retryable: returned.retryable === true, value: returned.value };
-      }
+    case 'ok':
       return { value: outcome.value };
-    }
     case 'error':
-      return { error: outcome.error, retryable: outcome.retryable };
+      // A returned `RunResult` failure comes as an error outcome too (its thread turned it into one, so its error is
+      // a `RemoteError` like a thrown one's), with its value beside it.
+      return outcome.value === undefined ? { error: outcome.error, retryable: outcome.retryable } : { error: outcome.error, retryable: outcome.retryable, value: outcome.value };
     case 'lost':
       return { error: outcome.error, retryable: !(outcome.error instanceof ResourceLimitError) };
   }

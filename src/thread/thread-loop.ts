@@ -276,6 +276,10 @@ export class ThreadLoop {
     this.#typicalMs = ms >= this.#typicalMs ? ms : this.#typicalMs + (ms - this.#typicalMs) * TYPICAL_DECAY;
     this.#board.addBusy(this.#init.threadIndex, ms);
     if (thrown !== undefined) return failureOutcome(seq, thrown.error, this.#slots.isCanceled(slot, generation), ms);
+    if (item.kind === 'run') {
+      const failed = returnedFailure(seq, value, ms);
+      if (failed !== undefined) return failed;
+    }
     return { seq, status: 'ok', value, waitedMs, ms };
   }
 
@@ -323,6 +327,24 @@ function failureOutcome(seq: number, error: unknown, canceled: boolean, ms: numb
     return { seq, status: 'error', error: toWire(error), retryable: isRetryable(error), ms };
   } catch (inspectError) {
     const message = `Expected user code to throw a readable value, but reading what it threw threw: ${safeText(inspectError)}`;
+    return { seq, status: 'error', error: toWire(new UserCodeError(message)), retryable: false, ms };
+  }
+}
+
+/**
+ * A task handler that returned a `RunResult` failure (`{ error, retryable?, value? }` with an `Error` as `error`): it
+ * is sent as a thrown error is (its wire form, so main sees a `RemoteError` with the handler's own code), with its
+ * value beside it. Undefined for any other value. Reading the returned object runs user code (getters, proxies):
+ * a throw from there is reported as a `UserCodeError`, as for a thrown value.
+ */
+function returnedFailure(seq: number, value: unknown, ms: number): ItemOutcome | undefined {
+  if (value === null || typeof value !== 'object') return undefined;
+  try {
+    const { error, retryable, value: kept } = value as { error?: unknown; retryable?: unknown; value?: unknown };
+    if (!(error instanceof Error)) return undefined;
+    return { seq, status: 'error', error: toWire(error), retryable: retryable === true, ms, ...(kept === undefined ? {} : { value: kept }) };
+  } catch (inspectError) {
+    const message = `Expected a task handler to return a readable value, but reading what it returned threw: ${safeText(inspectError)}`;
     return { seq, status: 'error', error: toWire(new UserCodeError(message)), retryable: false, ms };
   }
 }

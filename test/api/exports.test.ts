@@ -43,6 +43,7 @@ const EXPECTED: Readonly<Record<string, Readonly<Record<string, Kind>>>> = {
     PlanAttemptsExhaustedError: 'class',
     PlanWrite: 'interface',
     RemoteError: 'class',
+    ReplicaGapError: 'class',
     ResourceLimitError: 'class',
     RunCanceledError: 'class',
     RunNotFoundError: 'class',
@@ -54,6 +55,7 @@ const EXPECTED: Readonly<Record<string, Readonly<Record<string, Kind>>>> = {
     Snapshot: 'interface',
     StoredRecord: 'interface',
     SupersededError: 'class',
+    SyncLimitError: 'class',
     systemClock: 'const',
     TaskAlreadyClaimedError: 'class',
     TaskHandler: 'type',
@@ -214,7 +216,8 @@ test('at run time each entry point exports exactly its value names (through the 
 test('the root export stays narrow: the engine and its default backend, the user-function, plan, task-input and run types, time, and errors', () => {
   const names = Object.keys(EXPECTED['.']!);
   const errors = names.filter((n) => n.endsWith('Error'));
-  // The error classes are the ones a root API call can meet; everything else a service needs fits in 28 names.
+  // The error classes are the ones a root API call can meet (and every class of the README's error table that no
+  // other entry point has); everything else a service needs fits in 28 names.
   assert.ok(names.length - errors.length <= 28, `${names.length - errors.length} names besides the error classes`);
-  assert.ok(errors.length <= 26, `${errors.length} error classes`);
+  assert.ok(errors.length <= 28, `${errors.length} error classes`);
 });
