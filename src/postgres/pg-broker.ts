@@ -42,6 +42,7 @@ import {
 import { TypedEmitter } from '../events.js';
 import type { Logger } from '../observability/logger.js';
 import { payloadValidator } from '../payload-size.js';
+import { assertKey, isStorableKey, MAX_KEY_BYTES } from '../storable-key.js';
 import { decodeValue, encodeError, encodeValue } from './codec.js';
 import type { Database } from './database.js';
 import { Held, Leases } from './leases.js';
@@ -125,28 +126,30 @@ function assertId(name: string, value: unknown): asserts value is string {
   if (typeof value !== 'string' || value.length === 0) throw new InvalidArgumentError(name, 'a non-empty string', value);
 }
 
-/**
- * The longest id, job id or namespace this backend stores, in UTF-8 bytes. They are index keys, and a btree entry
- * over 2,704 bytes is refused by PostgreSQL with an error of its own, after the evaluation was handed in.
- */
-export const MAX_KEY_BYTES = 1_024;
-
-function assertKeyLength(name: string, value: string): void {
-  // A string of a third as many UTF-16 units cannot pass the limit in UTF-8: most are not measured.
-  if (value.length > MAX_KEY_BYTES / 3 && Buffer.byteLength(value, 'utf8') > MAX_KEY_BYTES) {
-    throw new InvalidEvaluationError(name, `a string of at most ${MAX_KEY_BYTES} bytes (UTF-8) on PostgreSQL, where it is an index key`, value);
-  }
-}
+/** The longest id, job id, namespace or type, in UTF-8 bytes: the keys' rule (`storable-key.ts`) of both backends. */
+export { MAX_KEY_BYTES };
 
 function assertToken(value: unknown): asserts value is string {
   if (typeof value !== 'string') throw new InvalidArgumentError('token', 'a string', value);
 }
 
+/**
+ * A token as a statement can carry it. Tokens are the broker's own UUIDs; one that `text` cannot hold (a NUL, a lone
+ * surrogate) matches no delivery, so it is sent as a token that matches none either, and the database answers with
+ * the refusal the in-memory broker gives (mismatch, or not outstanding), rather than with a driver error.
+ */
+function sqlToken(token: string): string {
+  return token.includes('\u0000') || !token.isWellFormed() ? NO_SUCH_TOKEN : token;
+}
+/** Never a delivery's token (those are UUIDs), and not empty (which `remove` reads as "no token"). */
+const NO_SUCH_TOKEN = '-';
+
 function assertTypes(types: unknown): asserts types is readonly string[] {
   if (!Array.isArray(types) || types.length === 0) throw new InvalidArgumentError('types', 'a non-empty array of scheduler types', types);
   for (let i = 0; i < types.length; i++) {
-    const type: unknown = types[i];
-    if (typeof type !== 'string' || type.length === 0) throw new InvalidArgumentError(`types[${i}]`, 'a non-empty string', type);
+    // A type is a key (an enqueue refuses any other): one that a statement cannot carry would fail every fetch of
+    // this process, for every dequeue waiting with it.
+    assertKey(`types[${i}]`, types[i], InvalidArgumentError);
   }
 }
 
@@ -354,10 +357,8 @@ export class PgBroker implements BrokerBackend {
     if (!this.#enabled) throw new BrokerDisabledError('enqueue');
     if (this.#closed) throw new InvalidStateError('Expected an open PostgreSQL broker to enqueue into, but it is closed');
     const evaluation = withEvaluationDefaults(input);
+    // Its keys by the rule of both backends (storable-key.ts): nothing the database cannot hold joins a batch.
     assertEvaluation(evaluation, this.#validatePayload);
-    assertKeyLength('evaluation.id', evaluation.id);
-    assertKeyLength('evaluation.jobId', evaluation.jobId);
-    assertKeyLength('evaluation.namespace', evaluation.namespace ?? DEFAULT_NAMESPACE);
     const known = this.#outcomes.get(evaluation.id);
     if (known !== undefined && !known.settled) return known;
     let body: Buffer;
@@ -869,7 +870,10 @@ export class PgBroker implements BrokerBackend {
     assertToken(token);
     assertAckResult(result);
     const held = this.#leases.byToken(token);
-    if (held === undefined || held.id !== id) return this.#ack(id, token, result);
+    if (held === undefined || held.id !== id) {
+      if (!isStorableKey(id)) return Promise.reject(new EvalNotOutstandingError(id));
+      return this.#ack(id, sqlToken(token), result);
+    }
     // A delivery held here: its job is known, so it can go with the other acks of this turn in one call.
     return new Promise<void>((resolve, reject) => {
       // It waits at most MAX_ACK_LINGER_MS (a tenth of the nack timeout when that is shorter), and never into the
@@ -1046,7 +1050,8 @@ export class PgBroker implements BrokerBackend {
     assertId('id', id);
     assertToken(token);
     if (reason !== undefined && !(reason instanceof Error)) throw new InvalidArgumentError('reason', 'an Error or undefined', reason);
-    return this.#nack(id, token, reason, false);
+    if (!isStorableKey(id)) return Promise.reject(new EvalNotOutstandingError(id));
+    return this.#nack(id, sqlToken(token), reason, false);
   }
 
   async #nack(id: string, token: string, reason: Error | undefined, timedOut: boolean): Promise<void> {
@@ -1090,7 +1095,8 @@ export class PgBroker implements BrokerBackend {
     assertId('id', id);
     assertToken(token);
     if (!(reason instanceof Error)) throw new InvalidArgumentError('reason', 'an Error', reason);
-    return this.#fail(id, token, reason);
+    if (!isStorableKey(id)) return Promise.reject(new EvalNotOutstandingError(id));
+    return this.#fail(id, sqlToken(token), reason);
   }
 
   async #fail(id: string, token: string, reason: Error): Promise<void> {
@@ -1110,7 +1116,9 @@ export class PgBroker implements BrokerBackend {
   remove(id: string, token?: string, cause?: unknown): Promise<boolean> {
     assertId('id', id);
     if (token !== undefined && typeof token !== 'string') throw new InvalidArgumentError('token', 'a string or undefined', token);
-    return this.#remove(id, token, cause);
+    // No evaluation has an id that is not a key: there is nothing to remove.
+    if (!isStorableKey(id)) return Promise.resolve(false);
+    return this.#remove(id, token === undefined ? undefined : sqlToken(token), cause);
   }
 
   async #remove(id: string, token: string | undefined, cause: unknown): Promise<boolean> {
@@ -1143,6 +1151,7 @@ export class PgBroker implements BrokerBackend {
     assertId('id', id);
     const held = this.#leases.byId(id);
     if (held !== undefined) return held.token;
+    if (!isStorableKey(id)) return undefined;
     return this.#db
       .query<{ token: string }>(`SELECT token FROM ${this.#names.S}.evals WHERE id = $1 AND state = 'unacked'`, [id], 'an outstanding look-up')
       .then((rows) => rows[0]?.token);
@@ -1154,7 +1163,8 @@ export class PgBroker implements BrokerBackend {
     assertToken(token);
     const held = this.#leases.byToken(token);
     if (held !== undefined && held.id === id) return held;
-    return this.#refusal(id, token);
+    if (!isStorableKey(id)) return Promise.reject(new EvalNotOutstandingError(id));
+    return this.#refusal(id, sqlToken(token));
   }
 
   async #refusal(id: string, token: string): Promise<never> {
@@ -1289,6 +1299,7 @@ export class PgBroker implements BrokerBackend {
 
   inspect(id: string): Promise<EvaluationInfo | undefined> {
     assertId('id', id);
+    if (!isStorableKey(id)) return Promise.resolve(undefined);
     return this.#inspect(id);
   }
 
