@@ -99,6 +99,12 @@ interface PendingEnqueue {
   readonly failure: UnknownSchedulerError | undefined;
 }
 
+/**
+ * Retry delays of an end (ack, nack, fail, remove) that the database did not answer: from the first to the last,
+ * doubling. The last is the most an end waits after the database's return; each try is bounded by the lease's end.
+ */
+const END_RETRY_FIRST_MS = 50;
+const END_RETRY_LAST_MS = 500;
 /** Most rows one fetch asks for. */
 const MAX_FETCH = 256;
 /** Most evaluations one admitting transaction carries. */
@@ -875,7 +881,7 @@ export class PgBroker implements BrokerBackend {
       return this.#ack(id, sqlToken(token), result);
     }
     // A delivery held here: its job is known, so it can go with the other acks of this turn in one call.
-    return new Promise<void>((resolve, reject) => {
+    const batched = new Promise<void>((resolve, reject) => {
       // It waits at most MAX_ACK_LINGER_MS (a tenth of the nack timeout when that is shorter), and never into the
       // last stretch of its lease, where a late statement would find the lease over.
       const now = this.#clock.now();
@@ -884,6 +890,8 @@ export class PgBroker implements BrokerBackend {
       this.#ackBatch.push({ held, result, resolve, reject, due });
       this.#flushAcksSoon();
     });
+    // A try again re-reads first: the batch's statement may have landed with its answer lost.
+    return this.#ending(held, batched, () => this.#ack(id, token, result, new BackendUnavailableError('the ack before this one was not answered')));
   }
 
   #flushAcksSoon(): void {
@@ -993,7 +1001,8 @@ export class PgBroker implements BrokerBackend {
       const landed = await this.#landed(id, token);
       if (landed === 'acked') row = { status: 'ok', deliveries: null, promoted: null, canceled: null };
       else if (landed === 'unacked') return this.#ack(id, token, result);
-      else throw error;
+      // Neither acked nor current with this token: the delivery is over (its lease ran out and it was redelivered).
+      else throw withCause(new EvalNotOutstandingError(id), error);
     }
     if (row.status !== 'ok') throw refusalError(row.status, id, token);
     this.settledAck(id, token, { value: result?.value, index, attempts, deliveries: row.deliveries ?? undefined });
@@ -1051,7 +1060,9 @@ export class PgBroker implements BrokerBackend {
     assertToken(token);
     if (reason !== undefined && !(reason instanceof Error)) throw new InvalidArgumentError('reason', 'an Error or undefined', reason);
     if (!isStorableKey(id)) return Promise.reject(new EvalNotOutstandingError(id));
-    return this.#nack(id, sqlToken(token), reason, false);
+    const t = sqlToken(token);
+    const nack = (): Promise<void> => this.#nack(id, t, reason, false);
+    return this.#ending(this.#heldAs(id, t), nack(), nack);
   }
 
   async #nack(id: string, token: string, reason: Error | undefined, timedOut: boolean): Promise<void> {
@@ -1096,7 +1107,9 @@ export class PgBroker implements BrokerBackend {
     assertToken(token);
     if (!(reason instanceof Error)) throw new InvalidArgumentError('reason', 'an Error', reason);
     if (!isStorableKey(id)) return Promise.reject(new EvalNotOutstandingError(id));
-    return this.#fail(id, sqlToken(token), reason);
+    const t = sqlToken(token);
+    const fail = (): Promise<void> => this.#fail(id, t, reason);
+    return this.#ending(this.#heldAs(id, t), fail(), fail);
   }
 
   async #fail(id: string, token: string, reason: Error): Promise<void> {
@@ -1118,7 +1131,12 @@ export class PgBroker implements BrokerBackend {
     if (token !== undefined && typeof token !== 'string') throw new InvalidArgumentError('token', 'a string or undefined', token);
     // No evaluation has an id that is not a key: there is nothing to remove.
     if (!isStorableKey(id)) return Promise.resolve(false);
-    return this.#remove(id, token === undefined ? undefined : sqlToken(token), cause);
+    const t = token === undefined ? undefined : sqlToken(token);
+    const held = t === undefined ? undefined : this.#heldAs(id, t);
+    if (held === undefined) return this.#remove(id, t, cause);
+    let removed = false;
+    const remove = (): Promise<void> => this.#remove(id, t, cause).then((r) => void (removed = r));
+    return this.#ending(held, remove(), remove).then(() => removed);
   }
 
   async #remove(id: string, token: string | undefined, cause: unknown): Promise<boolean> {
@@ -1155,6 +1173,12 @@ export class PgBroker implements BrokerBackend {
     return this.#db
       .query<{ token: string }>(`SELECT token FROM ${this.#names.S}.evals WHERE id = $1 AND state = 'unacked'`, [id], 'an outstanding look-up')
       .then((rows) => rows[0]?.token);
+  }
+
+  /** The delivery (id, token) if this process holds it. */
+  #heldAs(id: string, token: string): Held | undefined {
+    const held = this.#leases.byToken(token);
+    return held !== undefined && held.id === id ? held : undefined;
   }
 
   /** The held delivery for (id, token), or the refusal the database gives for it. */
@@ -1204,11 +1228,50 @@ export class PgBroker implements BrokerBackend {
 
   /** The keeper let the lease go and its end came: the nack deadline fired. */
   #expire(held: Held): void {
+    const nack = (): Promise<void> => this.#nack(held.id, held.token, new NackTimeoutReachedError(held.id), true);
     this.#track(
-      this.#nack(held.id, held.token, new NackTimeoutReachedError(held.id), true).catch((error: unknown) =>
+      this.#ending(held, nack(), nack).catch((error: unknown) =>
         this.#logger.debug({ err: error, evalId: held.id }, 'timed-out nack refused (the lease was already over)'),
       ),
     );
+  }
+
+  /**
+   * The end of a delivery this process holds: `first` is its first try, `again` makes another. From here on its
+   * lease is never extended (`Held.ending`): nobody works on it. When the database did not answer, the end is tried
+   * again in the background (the caller has its rejection at once, and has let the delivery go) until it lands, is
+   * refused (it ended otherwise: an earlier try landed, or the lease ran out and was reaped), or the lease's own end
+   * comes, after which the reaper ends it. Any other failure ends it here at once, and the lease runs out. So after an
+   * outage every delivery ends within a nack timeout of the database's return, and none is kept alive by nobody.
+   */
+  #ending(held: Held | undefined, first: Promise<void>, again: () => Promise<void>): Promise<void> {
+    if (held === undefined || held.ended) return first;
+    held.ending = true;
+    return first.catch((error: unknown) => {
+      this.#endFailed(held, again, error, 1);
+      throw error;
+    });
+  }
+
+  #endFailed(held: Held, again: () => Promise<void>, error: unknown, attempt: number): void {
+    if (held.ended) return;
+    const left = held.leaseEnd - this.#clock.now();
+    if (!(error instanceof BackendUnavailableError) || this.#closed || left <= 0) {
+      this.#leases.delete(held);
+      return;
+    }
+    const delay = Math.min(END_RETRY_LAST_MS, END_RETRY_FIRST_MS * 2 ** (attempt - 1), left);
+    this.#clock.setTimer(() => {
+      if (held.ended || this.#closed) return;
+      this.#track(
+        again().then(
+          () => {
+            if (!held.ended) this.#leases.delete(held);
+          },
+          (retryError: unknown) => this.#endFailed(held, again, retryError, attempt + 1),
+        ),
+      );
+    }, delay, { unref: true });
   }
 
   /** The database no longer has this process's lease: whoever works on it here must stop. */

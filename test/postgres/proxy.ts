@@ -16,12 +16,17 @@ export class Partition {
   /** With `late`: the COMMIT, held back until another connection asked the server about the state's log or counter. */
   #lateCommit = false;
   #heldCommit: (() => void) | undefined;
+  /** Connections refused while severed, and who waits for a count of them (`refusals`). */
+  #refused = 0;
+  #refusalWaiters: { readonly count: number; readonly resolve: () => void }[] = [];
   readonly port: Promise<number>;
 
   constructor(targetPort: number) {
     this.#server = createServer((client) => {
       if (this.#severed) {
         client.destroy();
+        this.#refused++;
+        this.#refusalWaiters = this.#refusalWaiters.filter((w) => (this.#refused >= w.count ? (w.resolve(), false) : true));
         return;
       }
       const upstream = connect(targetPort, '127.0.0.1');
@@ -93,6 +98,15 @@ export class Partition {
 
   heal(): void {
     this.#severed = false;
+  }
+
+  /**
+   * Resolves once `count` more connections were refused from now on (while severed): the process behind the proxy
+   * has tried that many times to reach the database, with whatever it had in hand.
+   */
+  refusals(count: number): Promise<void> {
+    const target = this.#refused + count;
+    return new Promise<void>((resolve) => this.#refusalWaiters.push({ count: target, resolve }));
   }
 
   hold(): void {
