@@ -51,6 +51,7 @@ import type { SchemaNames } from './names.js';
 import { OutcomeWatch } from './outcome-watch.js';
 import { PgHandle } from './pg-handle.js';
 import { RoundTripPacer } from './round-trip-pacer.js';
+import { UnheardLeases } from './unheard-leases.js';
 
 export interface PgBrokerOptions {
   readonly db: Database;
@@ -257,6 +258,14 @@ export class PgBroker implements BrokerBackend {
   #quietKey: string | undefined;
   /** The listener connected once already: a connect after that is a reconnect. */
   #listenedBefore = false;
+  /** What a look for unheard leases must not take (`#lookForUnheard`). */
+  readonly #unheard = new UnheardLeases();
+  /** A poll came: the next round of fetches first looks for leases of this process it never heard of. */
+  #lookDue = false;
+  /** Settles when the look in flight is answered; fetches wait for it (see `UnheardLeases`). */
+  #looking: Promise<void> | undefined;
+  /** Fetches whose answer has not come. */
+  #fetchesOut = 0;
   /** Told of each delivery handed over (the backend makes the replica catch up to its modifyIndex). */
   onDelivery: ((evaluation: Evaluation) => void) | undefined = undefined;
   /** Deliveries being handed over or given back: `close()` waits for them. */
@@ -596,6 +605,8 @@ export class PgBroker implements BrokerBackend {
    * it back uncharged and passes the notification on.
    */
   #takeOffer(offer: Offer): void {
+    // Taken already by a poll's look (its notification came late), or a second copy: nothing to do.
+    if (this.#leases.byToken(offer.token) !== undefined || !this.#unheard.heard(offer.token)) return;
     const waiter = this.#canStartNow() ? this.#waiters.find((w) => w.types.includes(offer.queue)) : undefined;
     if (waiter === undefined) {
       this.#declineOffer(offer);
@@ -623,15 +634,16 @@ export class PgBroker implements BrokerBackend {
   #giveBackMissedOffers(): Promise<unknown> {
     const S = this.#names.S;
     return this.#track(
-      this.#db
-        .query(
+      // After a look in flight: what it takes is held by then, and stays.
+      Promise.resolve(this.#looking)
+        .then(() => this.#db.query(
           `SELECT pg_notify($3, '') FROM (
              SELECT bool_or(${S}.give_back(e.id, e.token)) AS ok FROM ${S}.evals e
               WHERE e.state = 'unacked' AND e.holder = $1 AND NOT (e.token = ANY($2::text[]))) g
             WHERE g.ok`,
           [this.#nodeId, this.#leases.all().map((h) => h.token), this.#names.channels.ready],
           'a give-back of missed offers',
-        )
+        ))
         .catch((error: unknown) => this.#logger.warn({ err: error }, 'giving back missed offers failed; their leases will end instead')),
     );
   }
@@ -733,6 +745,10 @@ export class PgBroker implements BrokerBackend {
     try {
       do {
         this.#fetchAgain = false;
+        if (this.#lookDue && this.#fetchesOut === 0) {
+          this.#lookDue = false;
+          await this.#lookForUnheard();
+        }
         // One fetch per distinct set of types, for as many dequeues as wait on it, in arrival order.
         const keys = [...new Set(this.#waiters.map((w) => w.key))];
         for (const key of keys) {
@@ -780,6 +796,7 @@ export class PgBroker implements BrokerBackend {
     if (this.#pollTimer !== undefined || this.#closed || this.#waiters.length === 0) return;
     this.#pollTimer = this.#clock.setTimer(() => {
       this.#pollTimer = undefined;
+      this.#lookDue = true;
       this.#lookAgain();
       this.#armPoll();
     }, this.#pollMs, { unref: true });
@@ -790,6 +807,16 @@ export class PgBroker implements BrokerBackend {
    * `stands` records this process as waiting for these types (see `waiting_dequeues`).
    */
   async #fetch(types: readonly string[], max: number, stands = !this.#pacer.threadsBusy()): Promise<Held[]> {
+    while (this.#looking !== undefined) await this.#looking;
+    this.#fetchesOut++;
+    try {
+      return await this.#fetchRows(types, max, stands);
+    } finally {
+      this.#fetchesOut--;
+    }
+  }
+
+  async #fetchRows(types: readonly string[], max: number, stands: boolean): Promise<Held[]> {
     const S = this.#names.S;
     const sentAt = this.#pacer.start();
     const rows = await this.#db.query<{ id: string; body: Buffer; queue: string; deliveries: number; token: string; priority: number; create_index: string; seq: string }>(
@@ -844,13 +871,62 @@ export class PgBroker implements BrokerBackend {
    */
   #giveBackInSql(deliveries: readonly { readonly id: string; readonly token: string }[], unstand = false): Promise<unknown> {
     const S = this.#names.S;
+    const tokens = deliveries.map((d) => d.token);
+    this.#unheard.givingBack(tokens);
     return this.#db.query(
       `WITH back AS (SELECT bool_or(${S}.give_back(x.id, x.token)) AS ok FROM unnest($1::text[], $2::text[]) AS x(id, token))
        ${unstand ? `, unstand AS (DELETE FROM ${S}.waiting_dequeues WHERE holder = $4)` : ''}
        SELECT pg_notify($3, '') FROM back WHERE ok`,
-      [deliveries.map((d) => d.id), deliveries.map((d) => d.token), this.#names.channels.ready, ...(unstand ? [this.#nodeId] : [])],
+      [deliveries.map((d) => d.id), tokens, this.#names.channels.ready, ...(unstand ? [this.#nodeId] : [])],
       'a give-back',
+    ).finally(() => this.#unheard.gaveBack(tokens));
+  }
+
+  /**
+   * A poll's look for deliveries the database shows as leased to this process that it never heard of (see
+   * `UnheardLeases`): each is taken as it is (token, lease and delivery count unchanged), for a dequeue waiting for
+   * its type, or given back uncharged when none can start it now.
+   */
+  async #lookForUnheard(): Promise<void> {
+    const exclude = this.#unheard.begin(this.#leases.all().map((h) => h.token));
+    const sentAt = this.#clock.now();
+    const look = this.#db.query<{ id: string; body: Buffer; queue: string; deliveries: number; token: string; left_ms: number }>(
+      `SELECT id, body, queue, deliveries, token, extract(epoch FROM lease_until - clock_timestamp()) * 1000 AS left_ms
+         FROM ${this.#names.S}.evals
+        WHERE state = 'unacked' AND holder = $1 AND lease_until > clock_timestamp() AND NOT (token = ANY($2::text[]))`,
+      [this.#nodeId, exclude],
+      'a look for unheard deliveries',
     );
+    this.#looking = look.then(
+      () => undefined,
+      () => undefined,
+    );
+    let rows: Awaited<typeof look>;
+    try {
+      rows = await look;
+    } catch (error) {
+      this.#logger.debug({ err: error }, 'look for unheard deliveries failed; again at the next poll');
+      rows = [];
+    } finally {
+      this.#looking = undefined;
+    }
+    const fresh = this.#unheard.end((token) => this.#leases.byToken(token) !== undefined);
+    for (const row of rows) {
+      if (!fresh(row.token)) continue;
+      let evaluation: Evaluation;
+      try {
+        evaluation = decodeValue(row.body) as Evaluation;
+      } catch (error) {
+        this.#logger.warn({ err: error, evalId: row.id }, 'an unheard delivery whose body does not decode; its lease will end');
+        continue;
+      }
+      const held = new Held(row.id, row.token, evaluation, row.queue, row.deliveries, sentAt + Number(row.left_ms));
+      this.#leases.add(held);
+      this.#logger.info({ evalId: row.id }, 'took a delivery leased to this process whose notification or answer never came');
+      const waiter = this.#canStartNow() ? this.#waiters.find((w) => w.types.includes(row.queue)) : undefined;
+      if (waiter !== undefined) this.#settleWaiter(waiter, undefined, this.#handOver(held));
+      else this.#giveBack(held);
+    }
   }
 
   /** Resolves once what this process started in the background (timed-out nacks, give-backs, fetches) is done. */
@@ -1257,6 +1333,8 @@ export class PgBroker implements BrokerBackend {
     if (held.ended) return;
     const left = held.leaseEnd - this.#clock.now();
     if (!(error instanceof BackendUnavailableError) || this.#closed || left <= 0) {
+      // Refused (it ended otherwise), or given up on: either way no look may take it again (`UnheardLeases`).
+      this.#unheard.abandoned(held.token);
       this.#leases.delete(held);
       return;
     }
