@@ -57,6 +57,9 @@ const EVALUATION_FIELDS = 'id, namespace, jobId, type, priority, modifyIndex, cr
 
 export const DEFAULT_NAMESPACE = 'default';
 
+/** The last epoch time in ms that a Date holds: the bound of `waitUntil` and `wait`. */
+export const MAX_TIME_MS = 8.64e15;
+
 function isIndex(value: unknown): boolean {
   return value === undefined || (Number.isSafeInteger(value) && (value as number) >= 0);
 }
@@ -163,13 +166,15 @@ export function assertEvaluation(value: unknown, validatePayload?: (payload: unk
   if (triggeredBy !== undefined && typeof triggeredBy !== 'string') {
     throw new InvalidEvaluationError('evaluation.triggeredBy', 'a string or undefined', triggeredBy);
   }
+  // Times a Date can hold (and PostgreSQL a timestamp): a due time past them is no time, and one backend would
+  // wait forever where the other refuses the whole admitting statement.
   const waitUntil = e['waitUntil'];
-  if (waitUntil !== undefined && !Number.isFinite(waitUntil)) {
-    throw new InvalidEvaluationError('evaluation.waitUntil', 'a finite epoch time in ms or undefined', waitUntil);
+  if (waitUntil !== undefined && (!Number.isFinite(waitUntil) || (waitUntil as number) > MAX_TIME_MS)) {
+    throw new InvalidEvaluationError('evaluation.waitUntil', `a finite epoch time in ms up to ${MAX_TIME_MS} (the last a Date holds) or undefined`, waitUntil);
   }
   const wait = e['wait'];
-  if (wait !== undefined && (!Number.isFinite(wait) || (wait as number) < 0)) {
-    throw new InvalidEvaluationError('evaluation.wait', 'a finite number of ms >= 0 or undefined', wait);
+  if (wait !== undefined && (!Number.isFinite(wait) || (wait as number) < 0 || (wait as number) > MAX_TIME_MS)) {
+    throw new InvalidEvaluationError('evaluation.wait', `a finite number of ms from 0 to ${MAX_TIME_MS} or undefined`, wait);
   }
   const payload = e['payload'];
   if (validatePayload !== undefined && payload !== undefined) validatePayload(payload);

@@ -23,6 +23,19 @@ export function encodeValue(value: unknown): Buffer {
   return serialize(value);
 }
 
+/**
+ * `value` encoded for the database, or the caller's typed error naming `name`: the serializer refuses shared memory
+ * (a SharedArrayBuffer cannot leave the process). Called where a value comes in, so that a value that cannot be
+ * stored is refused alone, never inside a statement that carries others.
+ */
+export function encodeStorable(value: unknown, name: string, ErrorClass: new (name: string, expected: string, received: unknown) => Error): Buffer {
+  try {
+    return serialize(value);
+  } catch {
+    throw new ErrorClass(name, 'a value that can be stored in the database (structured-cloneable, no shared memory)', value);
+  }
+}
+
 export function decodeValue(bytes: Buffer): unknown {
   return deserialize(bytes);
 }

@@ -43,8 +43,8 @@ import { TypedEmitter } from '../events.js';
 import type { Logger } from '../observability/logger.js';
 import { payloadValidator } from '../payload-size.js';
 import { assertKey, isStorableKey, MAX_KEY_BYTES } from '../storable-key.js';
-import { decodeValue, encodeError, encodeValue } from './codec.js';
-import type { Database } from './database.js';
+import { decodeValue, encodeError, encodeStorable, encodeValue } from './codec.js';
+import { refusedInput, type Database } from './database.js';
 import { Held, Leases } from './leases.js';
 import type { Listener } from './listener.js';
 import type { SchemaNames } from './names.js';
@@ -86,6 +86,8 @@ interface Waiter {
 interface PendingAck {
   readonly held: Held;
   readonly result: AckResult | undefined;
+  /** `result.value` encoded at `ack()` (see `encodeStorable`). */
+  readonly body: Buffer;
   readonly resolve: () => void;
   readonly reject: (error: unknown) => void;
   /** The latest it may wait for company until (the broker's clock; see `#acksCanWait`). */
@@ -427,7 +429,9 @@ export class PgBroker implements BrokerBackend {
           e.map((x) => x.modifyIndex ?? 0),
           e.map((x) => x.createIndex ?? 0),
           e.map((x) => x.wait ?? null),
-          e.map((x) => x.waitUntil ?? null),
+          // A time in the past is due now in either backend: the epoch stands for all of them (a timestamp cannot
+          // hold the earliest times a Date can).
+          e.map((x) => (x.waitUntil === undefined ? null : Math.max(0, x.waitUntil))),
           batch.map((p) => p.body),
           batch.map((p) => (p.failure === undefined ? null : JSON.stringify(encodeError(p.failure)))),
           this.#nodeId,
@@ -435,6 +439,14 @@ export class PgBroker implements BrokerBackend {
         'an enqueue',
       );
     } catch (error) {
+      if (batch.length > 1 && refusedInput(error)) {
+        // The statement refused something the batch carried (it changed nothing): each half goes on its own, down
+        // to the evaluation that causes it, which alone is refused.
+        const half = Math.ceil(batch.length / 2);
+        await this.#admit(batch.slice(0, half));
+        await this.#admit(batch.slice(half));
+        return;
+      }
       // An ambiguous failure (the COMMIT broke) may have admitted them: enqueueing the same ids again is safe.
       this.#logger.warn({ err: error, evaluations: batch.length }, 'enqueue failed');
       for (const p of batch) p.handle.refused(error as Error);
@@ -956,6 +968,8 @@ export class PgBroker implements BrokerBackend {
       if (!isStorableKey(id)) return Promise.reject(new EvalNotOutstandingError(id));
       return this.#ack(id, sqlToken(token), result);
     }
+    // Refused here, alone, if it cannot be stored: never inside the statement that carries the other acks.
+    const body = encodeStorable(result?.value, 'result.value', InvalidArgumentError);
     // A delivery held here: its job is known, so it can go with the other acks of this turn in one call.
     const batched = new Promise<void>((resolve, reject) => {
       // It waits at most MAX_ACK_LINGER_MS (a tenth of the nack timeout when that is shorter), and never into the
@@ -963,7 +977,7 @@ export class PgBroker implements BrokerBackend {
       const now = this.#clock.now();
       const linger = Math.min(MAX_ACK_LINGER_MS, this.#lease.nackTimeoutMs / 10);
       const due = Math.min(now + linger, held.leaseEnd - linger);
-      this.#ackBatch.push({ held, result, resolve, reject, due });
+      this.#ackBatch.push({ held, result, body, resolve, reject, due });
       this.#flushAcksSoon();
     });
     // A try again re-reads first: the batch's statement may have landed with its answer lost.
@@ -1024,7 +1038,7 @@ export class PgBroker implements BrokerBackend {
         [
           batch.map((a) => a.held.id),
           batch.map((a) => a.held.token),
-          batch.map((a) => encodeValue(a.result?.value)),
+          batch.map((a) => a.body),
           batch.map((a) => a.result?.index ?? 0),
           batch.map((a) => a.result?.attempts ?? 1),
           batch.map((a) => a.held.evaluation.namespace ?? DEFAULT_NAMESPACE),
