@@ -113,3 +113,29 @@ test('schemas PostgreSQL keeps for itself are refused as an option, before anyth
     );
   }
 });
+
+test('an error whose text jsonb cannot hold (a NUL, a lone surrogate) still nacks and fails its delivery; the text keeps U+FFFD in their place', { skip: skipWithoutDatabase, timeout: 30_000 }, async () => {
+  const schema = schemaName('unstorable');
+  const admin = adminPool();
+  const backend = await openBackend({ schema, broker: { initialNackDelayMs: 0, subsequentNackDelayMs: 0 } });
+  try {
+    await backend.broker.enqueue({ id: 'n', type: 'service' }).accepted;
+    await backend.broker.enqueue({ id: 'f', type: 'service' }).accepted;
+    const first = (await backend.broker.dequeue(['service'], 10_000))!;
+    const second = (await backend.broker.dequeue(['service'], 10_000))!;
+    const bad = Object.assign(new Error('bad\u0000text \uD800'), { details: { 'k\u0000': 'v\uDC00' } });
+    await backend.broker.nack(first.evaluation.id, first.token, bad);
+    await backend.broker.fail(second.evaluation.id, second.token, bad);
+    const { rows } = await admin.query<{ id: string; state: string; queue: string; message: string }>(
+      `SELECT id, state, queue, last_reason->>'message' AS message FROM "${schema}".evals ORDER BY id`,
+    );
+    assert.deepEqual(rows, [
+      { id: 'f', state: 'ready', queue: '_failed', message: 'bad\uFFFDtext \uFFFD' },
+      { id: 'n', state: 'ready', queue: 'service', message: 'bad\uFFFDtext \uFFFD' },
+    ]);
+  } finally {
+    await backend.close();
+    await dropSchema(admin, schema);
+    await admin.end();
+  }
+});
