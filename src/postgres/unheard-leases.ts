@@ -7,11 +7,13 @@
  * count unchanged: a lost notification costs at most a poll interval, never a delivery.
  *
  * The look must never take a delivery twice. A token can be in the database as this process's and still not be
- * news in three ways, and this ledger excludes each:
+ * news in four ways, and this ledger excludes each:
  * - held here: sent with the look, and checked again when its answer comes (an offer heard meanwhile);
  * - being given back (its lease was dropped here before the give-back commits): `givingBack` until it did;
  * - heard while the look was out (an offer taken or declined then), or taken by an earlier look and heard only now
- *   (a late notification): `heard` and `taken`.
+ *   (a late notification): `heard`, and the known tokens;
+ * - let go here without its end landing (an end refused, or given up on at the lease's end): `abandoned`, so that
+ *   a delivery whose end keeps failing is not run again and again uncharged; its lease runs out for the reaper.
  * Fetches are not run while a look is out (the broker serializes them), so a fetch's rows are always held before a
  * look is sent, or were leased after its snapshot.
  */
