@@ -1,5 +1,6 @@
 import { randomId } from './random-id.js';
 import { InvalidEvaluationError } from '../errors.js';
+import { assertKey } from '../storable-key.js';
 
 /**
  * Glossary (see also docs in DESIGN.md):
@@ -56,9 +57,8 @@ const EVALUATION_FIELDS = 'id, namespace, jobId, type, priority, modifyIndex, cr
 
 export const DEFAULT_NAMESPACE = 'default';
 
-function isNonEmptyString(value: unknown): value is string {
-  return typeof value === 'string' && value.length > 0;
-}
+/** The last epoch time in ms that a Date holds: the bound of `waitUntil` and `wait`. */
+export const MAX_TIME_MS = 8.64e15;
 
 function isIndex(value: unknown): boolean {
   return value === undefined || (Number.isSafeInteger(value) && (value as number) >= 0);
@@ -143,20 +143,19 @@ export function assertEvaluation(value: unknown, validatePayload?: (payload: unk
         throw new InvalidEvaluationError(`evaluation.${key}`, `no such field (an evaluation has ${EVALUATION_FIELDS}; put anything else in payload)`, e[key]);
     }
   }
-  if (!isNonEmptyString(e['id'])) throw new InvalidEvaluationError('evaluation.id', 'a non-empty string', e['id']);
-  if (!isNonEmptyString(e['jobId'])) throw new InvalidEvaluationError('evaluation.jobId', 'a non-empty string', e['jobId']);
+  // Ids, job ids, namespaces and types are keys a backend stores and matches by equality: one rule for both
+  // backends (see storable-key.ts), so that what memory accepts PostgreSQL stores exactly.
+  assertKey('evaluation.id', e['id'], InvalidEvaluationError);
+  assertKey('evaluation.jobId', e['jobId'], InvalidEvaluationError);
   const type = e['type'];
-  if (!isNonEmptyString(type) || type === FAILED_QUEUE) {
-    throw new InvalidEvaluationError('evaluation.type', `a non-empty string other than \`${FAILED_QUEUE}\``, type);
-  }
+  if (type === FAILED_QUEUE) throw new InvalidEvaluationError('evaluation.type', `a scheduler type other than \`${FAILED_QUEUE}\``, type);
+  assertKey('evaluation.type', type, InvalidEvaluationError);
   const priority = e['priority'];
   if (!Number.isInteger(priority) || (priority as number) < 1 || (priority as number) > 100) {
     throw new InvalidEvaluationError('evaluation.priority', 'an integer from 1 to 100', priority);
   }
   const namespace = e['namespace'];
-  if (namespace !== undefined && !isNonEmptyString(namespace)) {
-    throw new InvalidEvaluationError('evaluation.namespace', 'a non-empty string or undefined', namespace);
-  }
+  if (namespace !== undefined) assertKey('evaluation.namespace', namespace, InvalidEvaluationError);
   if (!isIndex(e['modifyIndex'])) {
     throw new InvalidEvaluationError('evaluation.modifyIndex', 'a safe integer >= 0 or undefined', e['modifyIndex']);
   }
@@ -167,13 +166,15 @@ export function assertEvaluation(value: unknown, validatePayload?: (payload: unk
   if (triggeredBy !== undefined && typeof triggeredBy !== 'string') {
     throw new InvalidEvaluationError('evaluation.triggeredBy', 'a string or undefined', triggeredBy);
   }
+  // Times a Date can hold (and PostgreSQL a timestamp): a due time past them is no time, and one backend would
+  // wait forever where the other refuses the whole admitting statement.
   const waitUntil = e['waitUntil'];
-  if (waitUntil !== undefined && !Number.isFinite(waitUntil)) {
-    throw new InvalidEvaluationError('evaluation.waitUntil', 'a finite epoch time in ms or undefined', waitUntil);
+  if (waitUntil !== undefined && (!Number.isFinite(waitUntil) || (waitUntil as number) > MAX_TIME_MS)) {
+    throw new InvalidEvaluationError('evaluation.waitUntil', `a finite epoch time in ms up to ${MAX_TIME_MS} (the last a Date holds) or undefined`, waitUntil);
   }
   const wait = e['wait'];
-  if (wait !== undefined && (!Number.isFinite(wait) || (wait as number) < 0)) {
-    throw new InvalidEvaluationError('evaluation.wait', 'a finite number of ms >= 0 or undefined', wait);
+  if (wait !== undefined && (!Number.isFinite(wait) || (wait as number) < 0 || (wait as number) > MAX_TIME_MS)) {
+    throw new InvalidEvaluationError('evaluation.wait', `a finite number of ms from 0 to ${MAX_TIME_MS} or undefined`, wait);
   }
   const payload = e['payload'];
   if (validatePayload !== undefined && payload !== undefined) validatePayload(payload);

@@ -5,7 +5,9 @@
  * catalogue and claimed by the processes in fair shares (`tasks/`).
  */
 import type { Backend, BackendContext, BackendFactory } from '../backend/backend.js';
+import { InvalidOptionError } from '../errors.js';
 import { childLogger } from '../observability/logger.js';
+import { assertKey } from '../storable-key.js';
 import { backendError, Database } from './database.js';
 import { Listener } from './listener.js';
 import { migrate } from './migrate.js';
@@ -49,6 +51,8 @@ export function postgresBackend(options: PostgresBackendOptions): BackendFactory
 function createPostgresBackend(o: ResolvedPostgresOptions, context: BackendContext): PostgresBackend {
   // Before anything is made: an engine refused here owns nothing yet.
   if (context.claims !== undefined) checkClaimSettings(context.claims);
+  // A table's name is stored with each of its records' keys: the keys' rule, as the in-memory state store applies it.
+  context.tables.forEach((table, i) => assertKey(`tables[${i}]`, table, InvalidOptionError));
   const names: SchemaNames = schemaNames(o.schema);
   const nodeId = PgBroker.newNodeId();
   const logger = childLogger(context.logger, { component: 'postgres' });

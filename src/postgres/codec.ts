@@ -23,6 +23,19 @@ export function encodeValue(value: unknown): Buffer {
   return serialize(value);
 }
 
+/**
+ * `value` encoded for the database, or the caller's typed error naming `name`: the serializer refuses shared memory
+ * (a SharedArrayBuffer cannot leave the process). Called where a value comes in, so that a value that cannot be
+ * stored is refused alone, never inside a statement that carries others.
+ */
+export function encodeStorable(value: unknown, name: string, ErrorClass: new (name: string, expected: string, received: unknown) => Error): Buffer {
+  try {
+    return serialize(value);
+  } catch {
+    throw new ErrorClass(name, 'a value that can be stored in the database (structured-cloneable, no shared memory)', value);
+  }
+}
+
 export function decodeValue(bytes: Buffer): unknown {
   return deserialize(bytes);
 }
@@ -39,25 +52,44 @@ export interface StoredError {
 
 const MAX_CAUSES = 8;
 
+/**
+ * `text` as `jsonb` can hold it: jsonb refuses the escape of a NUL (`\u0000`) and of a lone surrogate, and a
+ * statement carrying one fails whole. An error's text is for reading, not a key: the character it cannot hold
+ * becomes U+FFFD, rather than the nack, fail or run write that carries the error failing (with the others of its
+ * batch).
+ */
+function jsonbText(text: string): string {
+  const wellFormed = text.isWellFormed() ? text : text.toWellFormed();
+  return wellFormed.includes('\u0000') ? wellFormed.replaceAll('\u0000', '\uFFFD') : wellFormed;
+}
+
+/** JSON.stringify's replacer that makes every string and every key `jsonbText`. */
+function jsonbSafe(_key: string, value: unknown): unknown {
+  if (typeof value === 'string') return jsonbText(value);
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return value;
+  const entries = Object.entries(value as Record<string, unknown>);
+  return entries.some(([k]) => jsonbText(k) !== k) ? Object.fromEntries(entries.map(([k, v]) => [jsonbText(k), v])) : value;
+}
+
 /** `error` as JSON for a `jsonb` column; details that do not survive JSON are dropped, never thrown on. */
 export function encodeError(error: unknown, depth = 0): StoredError {
-  if (!(error instanceof Error)) return { name: 'Error', message: String(error) };
+  if (!(error instanceof Error)) return { name: 'Error', message: jsonbText(String(error)) };
   const code = (error as { code?: unknown }).code;
   const details = (error as { details?: unknown }).details;
   let safeDetails: Record<string, unknown> | undefined;
   if (details !== null && typeof details === 'object') {
     try {
-      safeDetails = JSON.parse(JSON.stringify(details)) as Record<string, unknown>;
+      safeDetails = JSON.parse(JSON.stringify(details, jsonbSafe)) as Record<string, unknown>;
     } catch {
       safeDetails = undefined;
     }
   }
   const cause = (error as { cause?: unknown }).cause;
   return {
-    name: error.name,
-    ...(typeof code === 'string' ? { code } : {}),
-    message: error.message,
-    ...(error.stack === undefined ? {} : { stack: error.stack }),
+    name: jsonbText(String(error.name)),
+    ...(typeof code === 'string' ? { code: jsonbText(code) } : {}),
+    message: jsonbText(String(error.message)),
+    ...(error.stack === undefined ? {} : { stack: jsonbText(String(error.stack)) }),
     ...(safeDetails === undefined ? {} : { details: safeDetails }),
     ...(cause !== undefined && depth < MAX_CAUSES ? { cause: encodeError(cause, depth + 1) } : {}),
   };

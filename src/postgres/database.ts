@@ -49,6 +49,16 @@ export function backendError(error: unknown, operation: string, ambiguous = fals
   });
 }
 
+/**
+ * Whether the server refused a statement for what it carried (a value it cannot hold, a limit): an error with a
+ * SQLSTATE of class 22 (data exception) or 54 (program limit exceeded). Such a statement changed nothing, and the
+ * same statement without the offending input would have gone through: a batch that meets one is split.
+ */
+export function refusedInput(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && !(error instanceof TickpoolError) && (code.startsWith('22') || code.startsWith('54'));
+}
+
 /** Whether a `BackendUnavailableError` came from a COMMIT whose outcome is unknown (it may have landed). */
 export function isAmbiguous(error: unknown): boolean {
   return error instanceof BackendUnavailableError && error.details?.['ambiguous'] === true;

@@ -29,6 +29,12 @@ export class Held implements DeadlineNode {
   final = false;
   /** Ended locally (acked, nacked, …): whatever is in flight for it changes nothing any more. */
   ended = false;
+  /**
+   * Its holder asked for its end (an ack, nack, fail or remove, or the keeper let it go): nobody works on it any
+   * more, so its lease is never extended again, paused or not. Either the end lands (retried while the database is
+   * away, see `PgBroker`), or the lease runs out and the reaper ends it: either way within a nack timeout.
+   */
+  ending = false;
   due = 0;
   deadlineIndex = -1;
   deadlineSeq = 0;
@@ -147,7 +153,7 @@ export class Leases {
   }
 
   #due(held: Held): void {
-    if (held.ended || this.#closed) return;
+    if (held.ended || held.ending || this.#closed) return;
     const now = this.#clock.now();
     if (held.paused) {
       this.#push({ held, ms: this.#nackTimeoutMs, done: undefined });
@@ -186,7 +192,7 @@ export class Leases {
   }
 
   #push(extension: Extension): void {
-    if (this.#closed || extension.held.ended) {
+    if (this.#closed || extension.held.ended || extension.held.ending) {
       extension.done?.(false);
       return;
     }
@@ -211,7 +217,13 @@ export class Leases {
 
   async #extend(batch: Extension[]): Promise<void> {
     const S = this.#names.S;
-    const live = batch.filter((x) => !x.held.ended);
+    const live: Extension[] = [];
+    for (const x of batch) {
+      // Asked for before its end was: not extended now.
+      if (x.held.ended || x.held.ending) x.done?.(false);
+      else live.push(x);
+    }
+    if (live.length === 0) return;
     const sentAt = this.#clock.now();
     let extended: Set<string>;
     try {

@@ -53,6 +53,12 @@ export const postgresDefaults = Object.freeze({ schema: 'tickpool', pollMs: 1000
 
 /** Lowercase so that it needs no quoting anywhere; short so that `<schema>_<channel>` stays within 63 bytes. */
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,39}$/;
+/**
+ * Names PostgreSQL keeps for itself: it refuses to create a schema named `pg_…` (SQLSTATE 42939), and
+ * `information_schema` is the system's (its tables are the superuser's). Refused here, at the option, instead of by
+ * `start()` with the driver's error.
+ */
+const RESERVED_SCHEMA = /^(pg_|information_schema$)/;
 
 export function resolvePostgresOptions(options: unknown): ResolvedPostgresOptions {
   const o = optionsObject(options, 'an object { connectionString | pool, schema?, pollMs?, runLogLimit? }');
@@ -71,8 +77,12 @@ export function resolvePostgresOptions(options: unknown): ResolvedPostgresOption
     throw new InvalidOptionError('pool', 'a pg.Pool (connect, query, on, end)', pool);
   }
   const schema = o['schema'] ?? postgresDefaults.schema;
-  if (typeof schema !== 'string' || !SCHEMA_NAME.test(schema)) {
-    throw new InvalidOptionError('schema', 'a lowercase SQL identifier: a letter or _, then letters, digits or _, at most 40 characters', schema);
+  if (typeof schema !== 'string' || !SCHEMA_NAME.test(schema) || RESERVED_SCHEMA.test(schema)) {
+    throw new InvalidOptionError(
+      'schema',
+      'a lowercase SQL identifier: a letter or _, then letters, digits or _, at most 40 characters, neither `pg_…` nor `information_schema` (PostgreSQL keeps those)',
+      schema,
+    );
   }
   const pollMs = o['pollMs'] ?? postgresDefaults.pollMs;
   if (typeof pollMs !== 'number' || !Number.isInteger(pollMs) || pollMs < 10 || pollMs > 3_600_000) {

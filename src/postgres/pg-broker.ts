@@ -42,14 +42,16 @@ import {
 import { TypedEmitter } from '../events.js';
 import type { Logger } from '../observability/logger.js';
 import { payloadValidator } from '../payload-size.js';
-import { decodeValue, encodeError, encodeValue } from './codec.js';
-import type { Database } from './database.js';
+import { assertKey, isStorableKey, MAX_KEY_BYTES } from '../storable-key.js';
+import { decodeValue, encodeError, encodeStorable, encodeValue } from './codec.js';
+import { refusedInput, type Database } from './database.js';
 import { Held, Leases } from './leases.js';
 import type { Listener } from './listener.js';
 import type { SchemaNames } from './names.js';
 import { OutcomeWatch } from './outcome-watch.js';
 import { PgHandle } from './pg-handle.js';
 import { RoundTripPacer } from './round-trip-pacer.js';
+import { UnheardLeases } from './unheard-leases.js';
 
 export interface PgBrokerOptions {
   readonly db: Database;
@@ -84,6 +86,8 @@ interface Waiter {
 interface PendingAck {
   readonly held: Held;
   readonly result: AckResult | undefined;
+  /** `result.value` encoded at `ack()` (see `encodeStorable`). */
+  readonly body: Buffer;
   readonly resolve: () => void;
   readonly reject: (error: unknown) => void;
   /** The latest it may wait for company until (the broker's clock; see `#acksCanWait`). */
@@ -98,6 +102,12 @@ interface PendingEnqueue {
   readonly failure: UnknownSchedulerError | undefined;
 }
 
+/**
+ * Retry delays of an end (ack, nack, fail, remove) that the database did not answer: from the first to the last,
+ * doubling. The last is the most an end waits after the database's return; each try is bounded by the lease's end.
+ */
+const END_RETRY_FIRST_MS = 50;
+const END_RETRY_LAST_MS = 500;
 /** Most rows one fetch asks for. */
 const MAX_FETCH = 256;
 /** Most evaluations one admitting transaction carries. */
@@ -125,28 +135,30 @@ function assertId(name: string, value: unknown): asserts value is string {
   if (typeof value !== 'string' || value.length === 0) throw new InvalidArgumentError(name, 'a non-empty string', value);
 }
 
-/**
- * The longest id, job id or namespace this backend stores, in UTF-8 bytes. They are index keys, and a btree entry
- * over 2,704 bytes is refused by PostgreSQL with an error of its own, after the evaluation was handed in.
- */
-export const MAX_KEY_BYTES = 1_024;
-
-function assertKeyLength(name: string, value: string): void {
-  // A string of a third as many UTF-16 units cannot pass the limit in UTF-8: most are not measured.
-  if (value.length > MAX_KEY_BYTES / 3 && Buffer.byteLength(value, 'utf8') > MAX_KEY_BYTES) {
-    throw new InvalidEvaluationError(name, `a string of at most ${MAX_KEY_BYTES} bytes (UTF-8) on PostgreSQL, where it is an index key`, value);
-  }
-}
+/** The longest id, job id, namespace or type, in UTF-8 bytes: the keys' rule (`storable-key.ts`) of both backends. */
+export { MAX_KEY_BYTES };
 
 function assertToken(value: unknown): asserts value is string {
   if (typeof value !== 'string') throw new InvalidArgumentError('token', 'a string', value);
 }
 
+/**
+ * A token as a statement can carry it. Tokens are the broker's own UUIDs; one that `text` cannot hold (a NUL, a lone
+ * surrogate) matches no delivery, so it is sent as a token that matches none either, and the database answers with
+ * the refusal the in-memory broker gives (mismatch, or not outstanding), rather than with a driver error.
+ */
+function sqlToken(token: string): string {
+  return token.includes('\u0000') || !token.isWellFormed() ? NO_SUCH_TOKEN : token;
+}
+/** Never a delivery's token (those are UUIDs), and not empty (which `remove` reads as "no token"). */
+const NO_SUCH_TOKEN = '-';
+
 function assertTypes(types: unknown): asserts types is readonly string[] {
   if (!Array.isArray(types) || types.length === 0) throw new InvalidArgumentError('types', 'a non-empty array of scheduler types', types);
   for (let i = 0; i < types.length; i++) {
-    const type: unknown = types[i];
-    if (typeof type !== 'string' || type.length === 0) throw new InvalidArgumentError(`types[${i}]`, 'a non-empty string', type);
+    // A type is a key (an enqueue refuses any other): one that a statement cannot carry would fail every fetch of
+    // this process, for every dequeue waiting with it.
+    assertKey(`types[${i}]`, types[i], InvalidArgumentError);
   }
 }
 
@@ -248,6 +260,14 @@ export class PgBroker implements BrokerBackend {
   #quietKey: string | undefined;
   /** The listener connected once already: a connect after that is a reconnect. */
   #listenedBefore = false;
+  /** What a look for unheard leases must not take (`#lookForUnheard`). */
+  readonly #unheard = new UnheardLeases();
+  /** A poll came: the next round of fetches first looks for leases of this process it never heard of. */
+  #lookDue = false;
+  /** Settles when the look in flight is answered; fetches wait for it (see `UnheardLeases`). */
+  #looking: Promise<void> | undefined;
+  /** Fetches whose answer has not come. */
+  #fetchesOut = 0;
   /** Told of each delivery handed over (the backend makes the replica catch up to its modifyIndex). */
   onDelivery: ((evaluation: Evaluation) => void) | undefined = undefined;
   /** Deliveries being handed over or given back: `close()` waits for them. */
@@ -354,10 +374,8 @@ export class PgBroker implements BrokerBackend {
     if (!this.#enabled) throw new BrokerDisabledError('enqueue');
     if (this.#closed) throw new InvalidStateError('Expected an open PostgreSQL broker to enqueue into, but it is closed');
     const evaluation = withEvaluationDefaults(input);
+    // Its keys by the rule of both backends (storable-key.ts): nothing the database cannot hold joins a batch.
     assertEvaluation(evaluation, this.#validatePayload);
-    assertKeyLength('evaluation.id', evaluation.id);
-    assertKeyLength('evaluation.jobId', evaluation.jobId);
-    assertKeyLength('evaluation.namespace', evaluation.namespace ?? DEFAULT_NAMESPACE);
     const known = this.#outcomes.get(evaluation.id);
     if (known !== undefined && !known.settled) return known;
     let body: Buffer;
@@ -411,7 +429,9 @@ export class PgBroker implements BrokerBackend {
           e.map((x) => x.modifyIndex ?? 0),
           e.map((x) => x.createIndex ?? 0),
           e.map((x) => x.wait ?? null),
-          e.map((x) => x.waitUntil ?? null),
+          // A time in the past is due now in either backend: the epoch stands for all of them (a timestamp cannot
+          // hold the earliest times a Date can).
+          e.map((x) => (x.waitUntil === undefined ? null : Math.max(0, x.waitUntil))),
           batch.map((p) => p.body),
           batch.map((p) => (p.failure === undefined ? null : JSON.stringify(encodeError(p.failure)))),
           this.#nodeId,
@@ -419,6 +439,14 @@ export class PgBroker implements BrokerBackend {
         'an enqueue',
       );
     } catch (error) {
+      if (batch.length > 1 && refusedInput(error)) {
+        // The statement refused something the batch carried (it changed nothing): each half goes on its own, down
+        // to the evaluation that causes it, which alone is refused.
+        const half = Math.ceil(batch.length / 2);
+        await this.#admit(batch.slice(0, half));
+        await this.#admit(batch.slice(half));
+        return;
+      }
       // An ambiguous failure (the COMMIT broke) may have admitted them: enqueueing the same ids again is safe.
       this.#logger.warn({ err: error, evaluations: batch.length }, 'enqueue failed');
       for (const p of batch) p.handle.refused(error as Error);
@@ -589,6 +617,8 @@ export class PgBroker implements BrokerBackend {
    * it back uncharged and passes the notification on.
    */
   #takeOffer(offer: Offer): void {
+    // Taken already by a poll's look (its notification came late), or a second copy: nothing to do.
+    if (this.#leases.byToken(offer.token) !== undefined || !this.#unheard.heard(offer.token)) return;
     const waiter = this.#canStartNow() ? this.#waiters.find((w) => w.types.includes(offer.queue)) : undefined;
     if (waiter === undefined) {
       this.#declineOffer(offer);
@@ -616,15 +646,16 @@ export class PgBroker implements BrokerBackend {
   #giveBackMissedOffers(): Promise<unknown> {
     const S = this.#names.S;
     return this.#track(
-      this.#db
-        .query(
+      // After a look in flight: what it takes is held by then, and stays.
+      Promise.resolve(this.#looking)
+        .then(() => this.#db.query(
           `SELECT pg_notify($3, '') FROM (
              SELECT bool_or(${S}.give_back(e.id, e.token)) AS ok FROM ${S}.evals e
               WHERE e.state = 'unacked' AND e.holder = $1 AND NOT (e.token = ANY($2::text[]))) g
             WHERE g.ok`,
           [this.#nodeId, this.#leases.all().map((h) => h.token), this.#names.channels.ready],
           'a give-back of missed offers',
-        )
+        ))
         .catch((error: unknown) => this.#logger.warn({ err: error }, 'giving back missed offers failed; their leases will end instead')),
     );
   }
@@ -726,6 +757,10 @@ export class PgBroker implements BrokerBackend {
     try {
       do {
         this.#fetchAgain = false;
+        if (this.#lookDue && this.#fetchesOut === 0) {
+          this.#lookDue = false;
+          await this.#lookForUnheard();
+        }
         // One fetch per distinct set of types, for as many dequeues as wait on it, in arrival order.
         const keys = [...new Set(this.#waiters.map((w) => w.key))];
         for (const key of keys) {
@@ -773,6 +808,7 @@ export class PgBroker implements BrokerBackend {
     if (this.#pollTimer !== undefined || this.#closed || this.#waiters.length === 0) return;
     this.#pollTimer = this.#clock.setTimer(() => {
       this.#pollTimer = undefined;
+      this.#lookDue = true;
       this.#lookAgain();
       this.#armPoll();
     }, this.#pollMs, { unref: true });
@@ -783,6 +819,16 @@ export class PgBroker implements BrokerBackend {
    * `stands` records this process as waiting for these types (see `waiting_dequeues`).
    */
   async #fetch(types: readonly string[], max: number, stands = !this.#pacer.threadsBusy()): Promise<Held[]> {
+    while (this.#looking !== undefined) await this.#looking;
+    this.#fetchesOut++;
+    try {
+      return await this.#fetchRows(types, max, stands);
+    } finally {
+      this.#fetchesOut--;
+    }
+  }
+
+  async #fetchRows(types: readonly string[], max: number, stands: boolean): Promise<Held[]> {
     const S = this.#names.S;
     const sentAt = this.#pacer.start();
     const rows = await this.#db.query<{ id: string; body: Buffer; queue: string; deliveries: number; token: string; priority: number; create_index: string; seq: string }>(
@@ -837,13 +883,62 @@ export class PgBroker implements BrokerBackend {
    */
   #giveBackInSql(deliveries: readonly { readonly id: string; readonly token: string }[], unstand = false): Promise<unknown> {
     const S = this.#names.S;
+    const tokens = deliveries.map((d) => d.token);
+    this.#unheard.givingBack(tokens);
     return this.#db.query(
       `WITH back AS (SELECT bool_or(${S}.give_back(x.id, x.token)) AS ok FROM unnest($1::text[], $2::text[]) AS x(id, token))
        ${unstand ? `, unstand AS (DELETE FROM ${S}.waiting_dequeues WHERE holder = $4)` : ''}
        SELECT pg_notify($3, '') FROM back WHERE ok`,
-      [deliveries.map((d) => d.id), deliveries.map((d) => d.token), this.#names.channels.ready, ...(unstand ? [this.#nodeId] : [])],
+      [deliveries.map((d) => d.id), tokens, this.#names.channels.ready, ...(unstand ? [this.#nodeId] : [])],
       'a give-back',
+    ).finally(() => this.#unheard.gaveBack(tokens));
+  }
+
+  /**
+   * A poll's look for deliveries the database shows as leased to this process that it never heard of (see
+   * `UnheardLeases`): each is taken as it is (token, lease and delivery count unchanged), for a dequeue waiting for
+   * its type, or given back uncharged when none can start it now.
+   */
+  async #lookForUnheard(): Promise<void> {
+    const exclude = this.#unheard.begin(this.#leases.all().map((h) => h.token));
+    const sentAt = this.#clock.now();
+    const look = this.#db.query<{ id: string; body: Buffer; queue: string; deliveries: number; token: string; left_ms: number }>(
+      `SELECT id, body, queue, deliveries, token, extract(epoch FROM lease_until - clock_timestamp()) * 1000 AS left_ms
+         FROM ${this.#names.S}.evals
+        WHERE state = 'unacked' AND holder = $1 AND lease_until > clock_timestamp() AND NOT (token = ANY($2::text[]))`,
+      [this.#nodeId, exclude],
+      'a look for unheard deliveries',
     );
+    this.#looking = look.then(
+      () => undefined,
+      () => undefined,
+    );
+    let rows: Awaited<typeof look>;
+    try {
+      rows = await look;
+    } catch (error) {
+      this.#logger.debug({ err: error }, 'look for unheard deliveries failed; again at the next poll');
+      rows = [];
+    } finally {
+      this.#looking = undefined;
+    }
+    const fresh = this.#unheard.end((token) => this.#leases.byToken(token) !== undefined);
+    for (const row of rows) {
+      if (!fresh(row.token)) continue;
+      let evaluation: Evaluation;
+      try {
+        evaluation = decodeValue(row.body) as Evaluation;
+      } catch (error) {
+        this.#logger.warn({ err: error, evalId: row.id }, 'an unheard delivery whose body does not decode; its lease will end');
+        continue;
+      }
+      const held = new Held(row.id, row.token, evaluation, row.queue, row.deliveries, sentAt + Number(row.left_ms));
+      this.#leases.add(held);
+      this.#logger.info({ evalId: row.id }, 'took a delivery leased to this process whose notification or answer never came');
+      const waiter = this.#canStartNow() ? this.#waiters.find((w) => w.types.includes(row.queue)) : undefined;
+      if (waiter !== undefined) this.#settleWaiter(waiter, undefined, this.#handOver(held));
+      else this.#giveBack(held);
+    }
   }
 
   /** Resolves once what this process started in the background (timed-out nacks, give-backs, fetches) is done. */
@@ -869,17 +964,24 @@ export class PgBroker implements BrokerBackend {
     assertToken(token);
     assertAckResult(result);
     const held = this.#leases.byToken(token);
-    if (held === undefined || held.id !== id) return this.#ack(id, token, result);
+    if (held === undefined || held.id !== id) {
+      if (!isStorableKey(id)) return Promise.reject(new EvalNotOutstandingError(id));
+      return this.#ack(id, sqlToken(token), result);
+    }
+    // Refused here, alone, if it cannot be stored: never inside the statement that carries the other acks.
+    const body = encodeStorable(result?.value, 'result.value', InvalidArgumentError);
     // A delivery held here: its job is known, so it can go with the other acks of this turn in one call.
-    return new Promise<void>((resolve, reject) => {
+    const batched = new Promise<void>((resolve, reject) => {
       // It waits at most MAX_ACK_LINGER_MS (a tenth of the nack timeout when that is shorter), and never into the
       // last stretch of its lease, where a late statement would find the lease over.
       const now = this.#clock.now();
       const linger = Math.min(MAX_ACK_LINGER_MS, this.#lease.nackTimeoutMs / 10);
       const due = Math.min(now + linger, held.leaseEnd - linger);
-      this.#ackBatch.push({ held, result, resolve, reject, due });
+      this.#ackBatch.push({ held, result, body, resolve, reject, due });
       this.#flushAcksSoon();
     });
+    // A try again re-reads first: the batch's statement may have landed with its answer lost.
+    return this.#ending(held, batched, () => this.#ack(id, token, result, new BackendUnavailableError('the ack before this one was not answered')));
   }
 
   #flushAcksSoon(): void {
@@ -936,7 +1038,7 @@ export class PgBroker implements BrokerBackend {
         [
           batch.map((a) => a.held.id),
           batch.map((a) => a.held.token),
-          batch.map((a) => encodeValue(a.result?.value)),
+          batch.map((a) => a.body),
           batch.map((a) => a.result?.index ?? 0),
           batch.map((a) => a.result?.attempts ?? 1),
           batch.map((a) => a.held.evaluation.namespace ?? DEFAULT_NAMESPACE),
@@ -989,7 +1091,8 @@ export class PgBroker implements BrokerBackend {
       const landed = await this.#landed(id, token);
       if (landed === 'acked') row = { status: 'ok', deliveries: null, promoted: null, canceled: null };
       else if (landed === 'unacked') return this.#ack(id, token, result);
-      else throw error;
+      // Neither acked nor current with this token: the delivery is over (its lease ran out and it was redelivered).
+      else throw withCause(new EvalNotOutstandingError(id), error);
     }
     if (row.status !== 'ok') throw refusalError(row.status, id, token);
     this.settledAck(id, token, { value: result?.value, index, attempts, deliveries: row.deliveries ?? undefined });
@@ -1046,7 +1149,10 @@ export class PgBroker implements BrokerBackend {
     assertId('id', id);
     assertToken(token);
     if (reason !== undefined && !(reason instanceof Error)) throw new InvalidArgumentError('reason', 'an Error or undefined', reason);
-    return this.#nack(id, token, reason, false);
+    if (!isStorableKey(id)) return Promise.reject(new EvalNotOutstandingError(id));
+    const t = sqlToken(token);
+    const nack = (): Promise<void> => this.#nack(id, t, reason, false);
+    return this.#ending(this.#heldAs(id, t), nack(), nack);
   }
 
   async #nack(id: string, token: string, reason: Error | undefined, timedOut: boolean): Promise<void> {
@@ -1122,7 +1228,10 @@ export class PgBroker implements BrokerBackend {
     assertId('id', id);
     assertToken(token);
     if (!(reason instanceof Error)) throw new InvalidArgumentError('reason', 'an Error', reason);
-    return this.#fail(id, token, reason);
+    if (!isStorableKey(id)) return Promise.reject(new EvalNotOutstandingError(id));
+    const t = sqlToken(token);
+    const fail = (): Promise<void> => this.#fail(id, t, reason);
+    return this.#ending(this.#heldAs(id, t), fail(), fail);
   }
 
   async #fail(id: string, token: string, reason: Error): Promise<void> {
@@ -1142,7 +1251,14 @@ export class PgBroker implements BrokerBackend {
   remove(id: string, token?: string, cause?: unknown): Promise<boolean> {
     assertId('id', id);
     if (token !== undefined && typeof token !== 'string') throw new InvalidArgumentError('token', 'a string or undefined', token);
-    return this.#remove(id, token, cause);
+    // No evaluation has an id that is not a key: there is nothing to remove.
+    if (!isStorableKey(id)) return Promise.resolve(false);
+    const t = token === undefined ? undefined : sqlToken(token);
+    const held = t === undefined ? undefined : this.#heldAs(id, t);
+    if (held === undefined) return this.#remove(id, t, cause);
+    let removed = false;
+    const remove = (): Promise<void> => this.#remove(id, t, cause).then((r) => void (removed = r));
+    return this.#ending(held, remove(), remove).then(() => removed);
   }
 
   async #remove(id: string, token: string | undefined, cause: unknown): Promise<boolean> {
@@ -1175,9 +1291,16 @@ export class PgBroker implements BrokerBackend {
     assertId('id', id);
     const held = this.#leases.byId(id);
     if (held !== undefined) return held.token;
+    if (!isStorableKey(id)) return undefined;
     return this.#db
       .query<{ token: string }>(`SELECT token FROM ${this.#names.S}.evals WHERE id = $1 AND state = 'unacked'`, [id], 'an outstanding look-up')
       .then((rows) => rows[0]?.token);
+  }
+
+  /** The delivery (id, token) if this process holds it. */
+  #heldAs(id: string, token: string): Held | undefined {
+    const held = this.#leases.byToken(token);
+    return held !== undefined && held.id === id ? held : undefined;
   }
 
   /** The held delivery for (id, token), or the refusal the database gives for it. */
@@ -1186,7 +1309,8 @@ export class PgBroker implements BrokerBackend {
     assertToken(token);
     const held = this.#leases.byToken(token);
     if (held !== undefined && held.id === id) return held;
-    return this.#refusal(id, token);
+    if (!isStorableKey(id)) return Promise.reject(new EvalNotOutstandingError(id));
+    return this.#refusal(id, sqlToken(token));
   }
 
   async #refusal(id: string, token: string): Promise<never> {
@@ -1226,11 +1350,52 @@ export class PgBroker implements BrokerBackend {
 
   /** The keeper let the lease go and its end came: the nack deadline fired. */
   #expire(held: Held): void {
+    const nack = (): Promise<void> => this.#nack(held.id, held.token, new NackTimeoutReachedError(held.id), true);
     this.#track(
-      this.#nack(held.id, held.token, new NackTimeoutReachedError(held.id), true).catch((error: unknown) =>
+      this.#ending(held, nack(), nack).catch((error: unknown) =>
         this.#logger.debug({ err: error, evalId: held.id }, 'timed-out nack refused (the lease was already over)'),
       ),
     );
+  }
+
+  /**
+   * The end of a delivery this process holds: `first` is its first try, `again` makes another. From here on its
+   * lease is never extended (`Held.ending`): nobody works on it. When the database did not answer, the end is tried
+   * again in the background (the caller has its rejection at once, and has let the delivery go) until it lands, is
+   * refused (it ended otherwise: an earlier try landed, or the lease ran out and was reaped), or the lease's own end
+   * comes, after which the reaper ends it. Any other failure ends it here at once, and the lease runs out. So after an
+   * outage every delivery ends within a nack timeout of the database's return, and none is kept alive by nobody.
+   */
+  #ending(held: Held | undefined, first: Promise<void>, again: () => Promise<void>): Promise<void> {
+    if (held === undefined || held.ended) return first;
+    held.ending = true;
+    return first.catch((error: unknown) => {
+      this.#endFailed(held, again, error, 1);
+      throw error;
+    });
+  }
+
+  #endFailed(held: Held, again: () => Promise<void>, error: unknown, attempt: number): void {
+    if (held.ended) return;
+    const left = held.leaseEnd - this.#clock.now();
+    if (!(error instanceof BackendUnavailableError) || this.#closed || left <= 0) {
+      // Refused (it ended otherwise), or given up on: either way no look may take it again (`UnheardLeases`).
+      this.#unheard.abandoned(held.token);
+      this.#leases.delete(held);
+      return;
+    }
+    const delay = Math.min(END_RETRY_LAST_MS, END_RETRY_FIRST_MS * 2 ** (attempt - 1), left);
+    this.#clock.setTimer(() => {
+      if (held.ended || this.#closed) return;
+      this.#track(
+        again().then(
+          () => {
+            if (!held.ended) this.#leases.delete(held);
+          },
+          (retryError: unknown) => this.#endFailed(held, again, retryError, attempt + 1),
+        ),
+      );
+    }, delay, { unref: true });
   }
 
   /** The database no longer has this process's lease: whoever works on it here must stop. */
@@ -1321,6 +1486,7 @@ export class PgBroker implements BrokerBackend {
 
   inspect(id: string): Promise<EvaluationInfo | undefined> {
     assertId('id', id);
+    if (!isStorableKey(id)) return Promise.resolve(undefined);
     return this.#inspect(id);
   }
 

@@ -16,14 +16,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { PlanBackend, PlanDelivery, PlanOutcome } from '../backend/state-backend.js';
-import { InvalidArgumentError, InvalidStateError } from '../errors.js';
+import { InvalidArgumentError, InvalidPlanError, InvalidStateError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import { PlanQueue, type Queued } from '../state/plan-queue.js';
 import { checkPlan, checkVersions, runEvaluatePlan, type CheckedPlan } from '../state/plan-validation.js';
 import type { ChangeSet, EvaluatePlan, Plan, PlanWrite, RecordChange } from '../state/types.js';
 import type { TablesVersion } from '../state/versioned-tables.js';
-import { decodeValue, encodeValue } from './codec.js';
-import { isAmbiguous, type Database, type Session } from './database.js';
+import { decodeValue, encodeStorable, encodeValue } from './codec.js';
+import { isAmbiguous, refusedInput, type Database, type Session } from './database.js';
 import type { SchemaNames } from './names.js';
 import { refusalError, type PgBroker } from './pg-broker.js';
 import { CATCH_UP_ROWS, type PgState, type WriteOp } from './pg-state.js';
@@ -36,6 +36,8 @@ interface PlanJob extends Queued {
   readonly id: string;
   readonly checked: CheckedPlan;
   readonly delivery: PlanDelivery | undefined;
+  /** `delivery.ack.value` encoded at submit (see `encodeStorable`). */
+  readonly ackBody: Buffer | undefined;
   readonly resolve: (outcome: PlanOutcome) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -58,7 +60,7 @@ interface Result {
   readonly outcome: PlanOutcome | ChangeSet | undefined;
   readonly error: unknown;
   /** Its delivery is acked in this commit. */
-  readonly ack: { readonly value: unknown; readonly attempts: number } | undefined;
+  readonly ack: { readonly value: unknown; readonly body: Buffer; readonly attempts: number } | undefined;
 }
 
 /** Direct writes go before plans: in memory `state.write` commits at once, past the plan queue. */
@@ -124,14 +126,16 @@ export class PgPlans implements PlanBackend {
   submit(plan: Plan, delivery?: PlanDelivery): Promise<PlanOutcome> {
     if (this.#stopped) return Promise.reject(stoppedError());
     let checked: CheckedPlan;
+    let ackBody: Buffer | undefined;
     try {
       checked = checkPlan(plan, this.#state.tables());
       checkDelivery(delivery);
+      if (delivery?.ack !== undefined) ackBody = encodeStorable(delivery.ack.value, 'delivery.ack.value', InvalidPlanError);
     } catch (error) {
       return Promise.reject(error);
     }
     return new Promise<PlanOutcome>((resolve, reject) => {
-      this.#queue.push({ kind: 'plan', id: randomUUID(), priority: checked.priority, seq: this.#seq++, checked, delivery, resolve, reject });
+      this.#queue.push({ kind: 'plan', id: randomUUID(), priority: checked.priority, seq: this.#seq++, checked, delivery, ackBody, resolve, reject });
       this.#kick();
     });
   }
@@ -177,6 +181,14 @@ export class PgPlans implements PlanBackend {
     } catch (error) {
       if (isAmbiguous(error)) {
         await this.#resolveCutOff(batch, error);
+        return;
+      }
+      if (batch.length > 1 && refusedInput(error)) {
+        // A statement refused something the batch carried, not the connection: the transaction changed nothing,
+        // so each half is committed on its own, down to the plan that causes it, which alone is refused.
+        const half = Math.ceil(batch.length / 2);
+        await this.#commit(batch.slice(0, half));
+        await this.#commit(batch.slice(half));
         return;
       }
       this.#logger.warn({ err: error, plans: batch.length }, 'plan commit failed');
@@ -264,7 +276,7 @@ export class PgPlans implements PlanBackend {
         refreshIndex: rejected.length > 0 ? version.index : 0,
         ...(acks ? { acked: true } : {}),
       });
-      const ack = acks ? { value: d!.ack!.value, attempts: d!.ack!.attempts ?? 1 } : undefined;
+      const ack = acks ? { value: d!.ack!.value, body: job.ackBody!, attempts: d!.ack!.attempts ?? 1 } : undefined;
       results.push({ job, set, outcome, error: undefined, ack });
     }
 
@@ -280,7 +292,7 @@ export class PgPlans implements PlanBackend {
         version.index,
         acks.map((r) => (r.job as PlanJob).delivery!.evaluationId),
         acks.map((r) => (r.job as PlanJob).delivery!.token),
-        acks.map((r) => encodeValue(r.ack!.value)),
+        acks.map((r) => r.ack!.body),
         acks.map((r) => r.set?.index ?? version.index),
         acks.map((r) => r.ack!.attempts),
         this.#nodeId,

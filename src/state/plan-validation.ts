@@ -1,4 +1,5 @@
 import { describeValue, InvalidPlanError, UnknownTableError, UserCodeError } from '../errors.js';
+import { assertKey } from '../storable-key.js';
 import type { EvaluatePlan, Plan, PlanWrite, Snapshot } from './types.js';
 import { ownValue } from './values.js';
 
@@ -62,7 +63,9 @@ export function checkPlan(plan: unknown, tables: readonly string[]): CheckedPlan
     const del: unknown = w.delete;
     const value: unknown = w.value;
     if (typeof table !== 'string' || !tables.includes(table)) throw new UnknownTableError(table, tables);
-    if (typeof key !== 'string' || key.length === 0) throw new InvalidPlanError(`${name}.key`, 'a non-empty string', key);
+    // A key either backend can hold exactly (storable-key.ts): checked here, so that one bad write refuses its own
+    // plan at submit and never reaches a commit batch that other plans share.
+    assertKey(`${name}.key`, key, InvalidPlanError);
     if (!Number.isSafeInteger(readIndex) || (readIndex as number) < 0) {
       throw new InvalidPlanError(`${name}.readIndex`, 'the modifyIndex that was read (an integer >= 0, 0 for "absent")', readIndex);
     }

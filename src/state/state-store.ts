@@ -1,6 +1,7 @@
 import type { StateBackend } from '../backend/state-backend.js';
 import { InvalidArgumentError, InvalidOptionError, InvalidStateError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
+import { assertKey } from '../storable-key.js';
 import { createDefaultLogger, isLogger, type Logger } from '../observability/logger.js';
 import { ChangeHistory } from './change-history.js';
 import type { ChangeSet, Snapshot, WriteTxn } from './types.js';
@@ -48,6 +49,8 @@ export class StateStore implements StateBackend {
       if (typeof name !== 'string' || name.length === 0 || seen.has(name)) {
         throw new InvalidOptionError('tables', 'an array of distinct non-empty strings', tables);
       }
+      // A table's name is stored with each of its records' keys (storable-key.ts).
+      assertKey(`tables[${seen.size}]`, name, InvalidOptionError);
       seen.add(name);
     }
     if (!Number.isSafeInteger(historyLimit) || historyLimit < 0) {

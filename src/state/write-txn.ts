@@ -1,4 +1,5 @@
 import { InvalidArgumentError, InvalidStateError } from '../errors.js';
+import { assertKey } from '../storable-key.js';
 import type { StoredRecord, WriteTxn } from './types.js';
 import { ownValue } from './values.js';
 import type { TablesDraft } from './versioned-tables.js';
@@ -53,7 +54,8 @@ export class Transaction implements WriteTxn {
 }
 
 function checkKey(key: unknown): void {
-  if (typeof key !== 'string' || key.length === 0) throw new InvalidArgumentError('key', 'a non-empty string', key);
+  // The plans' rule (storable-key.ts): a direct write shares its commit batch with plans on PostgreSQL.
+  assertKey('key', key, InvalidArgumentError);
 }
 
 /**

@@ -11,6 +11,7 @@
  */
 import { isStructuredCloneable } from '../broker/evaluation.js';
 import { InvalidTaskError } from '../errors.js';
+import { assertKey } from '../storable-key.js';
 import { parseEvery, parseSchedule, type Schedule } from './schedule/index.js';
 
 /** What a backlog runs: every due time in order (`'all'`), only the newest (`'latest'`), or none (`'none'`). */
@@ -118,6 +119,8 @@ export function validateTask(value: unknown): Task {
   if (typeof id !== 'string' || id.length === 0 || id.length > taskLimits.idLength) {
     throw new InvalidTaskError('id', `a non-empty string of at most ${taskLimits.idLength} characters`, id);
   }
+  // Stored and matched by equality in a shared backend: the keys' rule (storable-key.ts) in both backends.
+  assertKey('id', id, InvalidTaskError);
   // The schedule parser checks exactly-one-of `cron`/`every`, the cron fields, the zone and the period.
   parseSchedule({ cron, every, timezone });
   const period = every === undefined ? undefined : parseEvery(every);

@@ -8,6 +8,7 @@
  * before a retry, and what a caller of the desired state that did not go through those wrote.
  */
 import { InvalidArgumentError } from '../../errors.js';
+import { isStorableKey } from '../../storable-key.js';
 import type { Task } from '../../tasks/task.js';
 import { isFinalStatus, RunStatus, type LogWriter, type RunRecord, type RunStateDetails } from '../../tasks/types.js';
 import { encodeError } from '../codec.js';
@@ -68,6 +69,8 @@ export class PgRunLog implements LogWriter {
   /** The runs of a task, newest first, as any process logged them (at most `runLogLimit` of the ended ones). */
   async runs(taskId: string): Promise<RunRecord[]> {
     if (typeof taskId !== 'string') throw new InvalidArgumentError('taskId', 'a task id', taskId);
+    // No task has an id that is not a key (storable-key.ts): nothing to look up, and text could not carry it.
+    if (!isStorableKey(taskId)) return [];
     const rows = await this.#c.db.query<RunLogRow>(`SELECT * FROM ${this.#c.S}.task_run_log WHERE task_id = $1 ORDER BY seq DESC`, [taskId], 'the run log');
     return rows.map(runRecord);
   }
@@ -75,6 +78,7 @@ export class PgRunLog implements LogWriter {
   async findRun(taskId: string, runId: string): Promise<RunRecord | undefined> {
     if (typeof taskId !== 'string') throw new InvalidArgumentError('taskId', 'a task id', taskId);
     if (typeof runId !== 'string') throw new InvalidArgumentError('runId', 'a run id', runId);
+    if (!isStorableKey(taskId) || !isStorableKey(runId)) return undefined;
     const [row] = await this.#c.db.query<RunLogRow>(`SELECT * FROM ${this.#c.S}.task_run_log WHERE task_id = $1 AND run_id = $2`, [taskId, runId], 'the run log');
     return row === undefined ? undefined : runRecord(row);
   }

@@ -6,8 +6,9 @@
 import { hostname } from 'node:os';
 import type { ClaimSettings, SharedTaskBackend } from '../../backend/task-backend.js';
 import { systemClock, type Clock } from '../../clock.js';
-import { InvalidArgumentError, InvalidOptionError, InvalidStateError } from '../../errors.js';
+import { InvalidArgumentError, InvalidOptionError, InvalidStateError, InvalidTaskError } from '../../errors.js';
 import type { Logger } from '../../observability/logger.js';
+import { assertKey, isStorableKey } from '../../storable-key.js';
 import type { TaskScheduler } from '../../tasks/task-scheduler.js';
 import type { Task, TaskMeta } from '../../tasks/task.js';
 import type { Database } from '../database.js';
@@ -126,7 +127,9 @@ export class PgTaskStore implements SharedTaskBackend<PgDesiredState, PgRunLog> 
    */
   declareTask(task: Task, meta: TaskMeta): Promise<void> {
     if (this.#closed) return Promise.reject(new InvalidStateError('Expected an open task store to declare a task into, but it is closed'));
-    // Thrown here, synchronously: a payload that cannot be stored is bad input, like a malformed task.
+    // Thrown here, synchronously: a payload that cannot be stored is bad input, like a malformed task. The id too,
+    // for a task that did not come through `validateTask`.
+    assertKey('id', task.id, InvalidTaskError);
     const definition = encodeDefinition(task);
     const start = meta.latestCompleted ?? this.#o.clock.now();
     return this.#opened
@@ -144,6 +147,8 @@ export class PgTaskStore implements SharedTaskBackend<PgDesiredState, PgRunLog> 
   /** Deletes a task everywhere (see `SharedTaskBackend`); a bad id is thrown synchronously. */
   removeTask(taskId: string): Promise<boolean> {
     if (typeof taskId !== 'string' || taskId.length === 0) throw new InvalidArgumentError('taskId', 'a task id', taskId);
+    // No task has an id that is not a key (storable-key.ts): there is none to remove, and text could not carry it.
+    if (!isStorableKey(taskId)) return Promise.resolve(false);
     return this.#remove(taskId);
   }
 
