@@ -1196,7 +1196,10 @@ export class PgBroker implements BrokerBackend {
     assertId('id', id);
     assertToken(token);
     if (reason !== undefined && !(reason instanceof Error)) throw new InvalidArgumentError('reason', 'an Error or undefined', reason);
-    return this.#giveBackOne(id, token, reason);
+    if (!isStorableKey(id)) return Promise.reject(new EvalNotOutstandingError(id));
+    const t = sqlToken(token);
+    const giveBack = (): Promise<void> => this.#giveBackOne(id, t, reason);
+    return this.#ending(this.#heldAs(id, t), giveBack(), giveBack);
   }
 
   /**
