@@ -35,18 +35,16 @@ export interface EngineBenchOptions {
   readonly threads?: number;
   readonly quick?: boolean;
   readonly workers?: number;
-  readonly batchSize?: number;
 }
 
 async function newEngine(
   threads: number,
-  options: { workers?: number | undefined; batchSize?: number | undefined; deliveryLimit?: number; idleSpinUs?: number } = {},
+  options: { workers?: number | undefined; deliveryLimit?: number; idleSpinUs?: number } = {},
 ): Promise<Engine> {
   const engine = createEngine({
     threads,
     ...(options.idleSpinUs === undefined || options.idleSpinUs === 0 ? {} : { idleSpinUs: options.idleSpinUs }),
     ...(options.workers === undefined ? {} : { workers: options.workers }),
-    ...(options.batchSize === undefined ? {} : { batchSize: options.batchSize }),
     schedulers: { noop: fixture('noop-scheduler'), stamp: fixture('stamp-scheduler'), spin: fixture('spin-scheduler'), value: fixture('value-scheduler') },
     broker: { deliveryLimit: options.deliveryLimit ?? 3, initialNackDelayMs: 3_600_000 },
     cancelGraceMs: 10_000,
@@ -69,7 +67,7 @@ export function whenAcked(engine: Engine, count: number): Promise<void> {
 }
 
 /** Evaluations per second through the whole engine. */
-export async function engineThroughput(threads: number, count: number, options: { workers?: number | undefined; batchSize?: number | undefined } = {}): Promise<{ opsPerSec: number }> {
+export async function engineThroughput(threads: number, count: number, options: { workers?: number | undefined } = {}): Promise<{ opsPerSec: number }> {
   const engine = await newEngine(threads, options);
   try {
     // Warm-up: JIT, module loading on every thread.
@@ -263,7 +261,7 @@ export async function piscinaCancelLatency(threads: number, samples: number): Pr
 }
 
 /** Engine vs raw Piscina throughput, same thread count, same run. */
-export async function compareThroughput(threads: number, count: number, options: { workers?: number | undefined; batchSize?: number | undefined } = {}): Promise<BenchResult> {
+export async function compareThroughput(threads: number, count: number, options: { workers?: number | undefined } = {}): Promise<BenchResult> {
   const raw = await piscinaThroughput(threads, count);
   globalThis.gc?.();
   const engine = await engineThroughput(threads, count, options);
@@ -402,7 +400,7 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
   const threads = options.threads ?? 2;
   const quick = options.quick === true;
   return [
-    await compareThroughput(threads, quick ? 30_000 : 200_000, { workers: options.workers, batchSize: options.batchSize }),
+    await compareThroughput(threads, quick ? 30_000 : 200_000, { workers: options.workers }),
     (await compareIdleLatency(threads, quick ? 300 : 2000)).result,
     (await compareCancelLatency(threads, quick ? 30 : 100)).result,
     await compareRunThroughput(threads, quick ? 30_000 : 100_000),

@@ -136,7 +136,6 @@ async function poolRound(round: Round, busyUs: number): Promise<void> {
     handlers: {},
     clock: systemClock,
     logger,
-    batchSize: 128,
     cancelGraceMs: 1000,
     idleTimeoutMs: 1000,
     respawnBackoff: new Backoff({}, { clock: systemClock }),

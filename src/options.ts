@@ -84,20 +84,16 @@ export interface EngineOptions {
    */
   readonly cancelGraceMs?: number;
   /**
-   * Most items one thread may hold at once (what one batch, and one crash, can hold). Within it, a thread holds about
-   * two milliseconds of predicted work: long items go one at a time to whichever thread is free.
-   * @default 128
-   */
-  readonly batchSize?: number;
-  /**
    * A thread above `threads.min` idle this long is stopped, ms.
    * @default 30000
    */
   readonly idleTimeoutMs?: number;
   /**
-   * How long a pool thread that ran out of work keeps polling shared memory for more before it sleeps, µs. While it
-   * polls, a new item starts without waking the thread (a few µs instead of ~10); the price is CPU burned while
-   * idle, and on a machine with no spare core that CPU is taken from the main thread. 0 never polls.
+   * How long a pool thread that ran out of work keeps polling shared memory for more before it parks, µs. While it
+   * polls, a new item starts without waking the thread; the price is CPU burned while idle. It applies only on a
+   * machine with a core to spare beside the pool (`threads.max` below the cores): with no spare core a polling
+   * thread takes CPU from main and the other threads and makes dispatch slower, so there the threads never poll.
+   * 0 never polls.
    * @default 0
    */
   readonly idleSpinUs?: number;
@@ -158,7 +154,6 @@ export const engineDefaults = Object.freeze({
   syncLimitMs: 5_000,
   maxPlanAttempts: 5,
   cancelGraceMs: 1_000,
-  batchSize: 128,
   idleTimeoutMs: 30_000,
   idleSpinUs: 0,
   tickMs: 1_000,
@@ -184,7 +179,6 @@ export interface ResolvedEngineOptions {
   readonly syncLimitMs: number;
   readonly maxPlanAttempts: number;
   readonly cancelGraceMs: number;
-  readonly batchSize: number;
   readonly idleTimeoutMs: number;
   readonly idleSpinUs: number;
   readonly tables: readonly string[];
@@ -297,7 +291,7 @@ function object(key: string, value: unknown): Record<string, unknown> | undefine
 
 const knownKeys: readonly string[] = [
   'backend', 'threads', 'workers', 'schedulers', 'handlers', 'backoff', 'broker', 'dequeueTimeoutMs', 'syncLimitMs', 'maxPlanAttempts',
-  'cancelGraceMs', 'batchSize', 'idleTimeoutMs', 'idleSpinUs', 'tables', 'evaluatePlan', 'tickMs', 'claimTtlMs', 'resourceLimits', 'maxPayloadBytes',
+  'cancelGraceMs', 'idleTimeoutMs', 'idleSpinUs', 'tables', 'evaluatePlan', 'tickMs', 'claimTtlMs', 'resourceLimits', 'maxPayloadBytes',
   'logger', 'registry', 'clock',
 ];
 
@@ -354,7 +348,6 @@ export function resolveEngineOptions(options: unknown): ResolvedEngineOptions {
     syncLimitMs: integer(o, 'syncLimitMs', 1, 3_600_000, d.syncLimitMs),
     maxPlanAttempts: integer(o, 'maxPlanAttempts', 1, 1000, d.maxPlanAttempts),
     cancelGraceMs: integer(o, 'cancelGraceMs', 0, 3_600_000, d.cancelGraceMs),
-    batchSize: integer(o, 'batchSize', 1, 65_536, d.batchSize),
     idleTimeoutMs: integer(o, 'idleTimeoutMs', 1, 86_400_000, d.idleTimeoutMs),
     idleSpinUs: integer(o, 'idleSpinUs', 0, 1_000_000, d.idleSpinUs),
     tables: tables as string[],

@@ -5,6 +5,7 @@
 import { InvalidEvaluationError, InvalidTaskError, fromWire, type TickpoolError, type WireError } from '../errors.js';
 import type { ItemOutcome, WorkItem } from '../protocol/messages.js';
 
+/** A value in an outcome is the receiver's own: a fresh copy made for it (decoded from bytes, or cloned by a message). */
 export type Outcome =
   | { readonly status: 'ok'; readonly value: unknown; readonly waitedMs: number }
   /** `value`: beside the error of a task handler's returned `RunResult`. */

@@ -1,70 +1,49 @@
 /**
  * The pool's record of one dispatched item, from `dispatch()` until it settles. The pool numbers its record (`seq`,
- * the key its thread reports the outcome under), never the caller's item, which it does not write to.
+ * which the item's record and its outcome carry), never the caller's item, which it does not write to.
  *
- * Where the record is: waiting in main's queue (`queued`), counted in the load of the thread expected to run it
- * (`assigned`), and sent to one thread or more (`holder`, `moreHolders`: more than one after it was taken back from
- * a busy thread for an idle one; the slot word's start CAS lets exactly one of them run it).
+ * Where it is, by `place`: published in the work queue at its priority (`queued`), waiting in main's backlog for room
+ * in that level's ring (`backlog`), sent by message to one thread (`pinned`, its payload could not go as bytes), or
+ * seen to have started (`running`). It settles exactly once (`outcome`).
  */
-import { SlotState } from '../slots/slot-layout.js';
-import type { SlotTable } from '../slots/slot-table.js';
-import type { SequencedItem, WorkItem } from '../protocol/messages.js';
+import type { WorkItem } from '../protocol/messages.js';
 import type { CostEstimate } from './cost-model.js';
 import type { Outcome, StartObserver } from './outcome.js';
-import type { ThreadChannel } from './thread-channel.js';
 
-export class PendingItem implements SequencedItem {
+export const Place = Object.freeze({ QUEUED: 'queued', BACKLOG: 'backlog', PINNED: 'pinned', RUNNING: 'running' } as const);
+export type PlaceValue = (typeof Place)[keyof typeof Place];
+
+export class PendingItem {
   readonly seq: number;
   readonly item: WorkItem;
   readonly resolve: (outcome: Outcome) => void;
   readonly observer: StartObserver | undefined;
   readonly cost: CostEstimate;
-  /** Prediction counted in the load of the channel it is assigned to (taken when assigned). */
-  predictedMs = 0;
-  /** The channel expected to run it, whose load counts it; undefined while it waits in main's queue. */
-  assigned: ThreadChannel<PendingItem> | undefined = undefined;
-  /** The channel it was sent to; `moreHolders` the others it was also sent to (after being taken back). */
-  holder: ThreadChannel<PendingItem> | undefined = undefined;
-  moreHolders: ThreadChannel<PendingItem>[] | undefined = undefined;
-  /** In main's queue (waiting, or taken back from a busy thread). */
-  queued = false;
+  /** The priority level it is queued at (1..100). */
+  readonly priority: number;
+  /** Its prediction, taken when it was dispatched (what the work-ahead sums count). */
+  readonly predictedMs: number;
+  place: PlaceValue = Place.QUEUED;
+  /** The thread it was pinned to, when `pinned`. */
+  pinnedTo: number = -1;
   /** What it came to, once it settled (exactly once). */
   outcome: Outcome | undefined = undefined;
   /** `performance.now()` when it was seen to start; NaN until then. */
   startedPerf = Number.NaN;
+  /** When it started on the pool's clock, as the pool told its observer; undefined until then. */
+  startedAt: number | undefined = undefined;
 
-  constructor(seq: number, item: WorkItem, resolve: (outcome: Outcome) => void, observer: StartObserver | undefined, cost: CostEstimate) {
+  constructor(seq: number, item: WorkItem, resolve: (outcome: Outcome) => void, observer: StartObserver | undefined, cost: CostEstimate, priority: number) {
     this.seq = seq;
     this.item = item;
     this.resolve = resolve;
     this.observer = observer;
     this.cost = cost;
+    this.priority = priority;
+    this.predictedMs = cost.ms;
   }
 
   get settled(): boolean {
     return this.outcome !== undefined;
-  }
-
-  holds(channel: ThreadChannel<PendingItem>): boolean {
-    return this.holder === channel || (this.moreHolders?.includes(channel) ?? false);
-  }
-
-  addHolder(channel: ThreadChannel<PendingItem>): void {
-    if (this.holder === undefined) this.holder = channel;
-    else if (!this.holds(channel)) (this.moreHolders ??= []).push(channel);
-  }
-
-  removeHolder(channel: ThreadChannel<PendingItem>): void {
-    if (this.holder === channel) this.holder = this.moreHolders?.shift();
-    else if (this.moreHolders !== undefined) {
-      const at = this.moreHolders.indexOf(channel);
-      if (at >= 0) this.moreHolders.splice(at, 1);
-    }
-  }
-
-  /** Whether the item's slot still waits for a thread to start it. */
-  unstarted(slots: SlotTable): boolean {
-    const { slot, generation } = this.item;
-    return slots.state(slot) === SlotState.CLAIMED && slots.generation(slot) === generation;
   }
 }

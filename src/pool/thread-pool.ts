@@ -1,59 +1,57 @@
 /**
- * The dispatcher: one long-lived loop task per Piscina thread, fed through its own `MessagePort`.
+ * The dispatcher: items go through shared memory, not a message per item per thread. Piscina manages the threads'
+ * lifecycles (start, replacement after a crash, termination, resource limits); each thread runs one long-lived loop
+ * task (`thread/thread-loop.ts`) that takes work from the shared work queue whenever it is free.
  *
- * Why not one `piscina.run()` per evaluation: Piscina spends more main-thread CPU per task than the rest of the
- * engine spends on an evaluation. Here Piscina manages thread lifecycles (start, replacement after a
- * crash, termination on abort, resource limits) and items travel in batches. What a thread may hold is bounded by
- * *predicted work*, not by a count alone (`CostModel`: learned per evaluation type and task handler):
- * - a thread with nothing assigned gets an item at once (no batching when idle: lowest latency);
- * - otherwise items wait in ONE queue on main, shared by every thread, and are handed out once per event-loop turn
- *   (`setImmediate`) to the thread with the least predicted work, as long as what it then holds stays within
- *   HOLD_BUDGET_MS (and `batchSize` items): the water-fill of `placement.ts`. No-op items still travel dozens to a
- *   message; an item of a millisecond has at most one more queued behind it, and items of several milliseconds go
- *   one at a time;
- * - a thread whose running item has overrun its prediction by more than the budget gives its unstarted items back
- *   to the queue, and an idle thread takes unstarted items from a busy one when the queue is empty. Taking back is
- *   safe without asking the thread: the item is sent to the second thread as well, and the slot word's start CAS
- *   (`CLAIMED→RUNNING`, done by the thread) lets exactly one of them run it; the other reports it not started.
- * So no unstarted item waits behind a busy thread while another thread is free.
- * Results stream back per thread, and each results message refills that thread. Change sets of the state store ride
- * in front of items in the same message, so a thread's replica is never behind the state an item was sent against.
+ * - Dispatch: main writes the item once into its slot's record and publishes it at its priority
+ *   (`protocol/work-queue.ts`); a parked thread is woken with `Atomics.notify`, a busy one takes it when it is free.
+ *   No thread holds an item it has not started, so no unstarted item waits behind a busy thread while another is
+ *   free, and the broker's order (priority, then FIFO) holds in the pool: the next free thread takes the best item.
+ * - Results: each thread appends the outcome of an item to its own result ring as the item ends; main drains every
+ *   ring in one pass when a thread rings the doorbell (only the first result after main armed it rings), so main
+ *   wakes once per batch of results, however many threads produced them.
+ * - State: every commit is written once into the shared change log (`protocol/change-log.ts`); a thread applies what
+ *   its replica lacks before it starts an item. A replica a ring behind is reset from a full copy, by message.
+ * - Messages remain for what is rare: a thread's start, a reset, a stop, the numbers of shared buffers a payload
+ *   holds (`protocol/shared-registry.ts`), an item whose payload cannot be written as bytes (pinned to one thread),
+ *   and a result its ring cannot take.
  *
- * Starts: a thread starts an item as soon as it has nothing before it. Main sees that moment (within a message's
- * latency) when it sends to a thread with nothing assigned, and when a thread's results arrive (the next item it
- * holds starts then); a `StartObserver` is told, so that deadlines count from the start of the work.
+ * Starts: threads take a level's entries in order, so the ring's head tells main which items left the queue
+ * (`QueueLedger.sync`, on every drain); a `StartObserver` is told then, with the thread's own stamp of the start when
+ * main's clock is the system clock. Deadlines count from there.
  *
- * Each thread is a `ThreadChannel` (its port, lifecycle, held items, idle timer); each dispatched item a
- * `PendingItem`, which settles with an `Outcome` (outcome.ts).
- *
- * Accounting: every dispatched item settles exactly once — with the outcome of the thread that ran it, as `canceled`
- * when it was canceled before any thread started it, or `lost` when the thread that started it died or was
- * terminated (crash, resource limit, or a canceled item that ignored cancel past the grace). Items a dead thread had
- * not started never ran: they are dispatched again, so work queued behind a crashing or runaway item is neither
- * failed with that item's reason nor redelivered.
+ * Accounting: every dispatched item settles exactly once — with its thread's outcome, as `canceled` when it was
+ * canceled before any thread started it (at once: the start CAS decides that race), or `lost` when its thread died
+ * or was terminated while it ran (crash, resource limit, or an item that ignored cancel past the grace). An item
+ * that finished on a thread that died before its outcome was written runs again, as if it had not started.
  */
 import { MessageChannel } from 'node:worker_threads';
 import { performance } from 'node:perf_hooks';
 import { Piscina } from 'piscina';
 import type { Backoff } from '../backoff.js';
-import type { Clock } from '../clock.js';
+import { systemClock, type Clock, type TimerHandle } from '../clock.js';
 import { ModuleLoadError, ResourceLimitError, ThreadExitedError, TickpoolError, fromWire, toWire } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import { ThreadLogSink } from '../observability/thread-log-sink.js';
+import { ByteReader, ByteWriter, UnencodableValue } from '../protocol/byte-codec.js';
+import { ChangeLogWriter } from '../protocol/change-log.js';
+import { assertNever, type ItemOutcome, type MainToThread, type ModuleLoadFailure, type ModuleRef, type ThreadInit, type ThreadToMain, type WorkItem } from '../protocol/messages.js';
+import { readOutcome, writeItem } from '../protocol/records.js';
+import { createResultRing } from '../protocol/result-ring.js';
+import { MainSharedRegistry } from '../protocol/shared-registry.js';
+import { ThreadBoard } from '../protocol/thread-board.js';
+import { WorkQueueWriter } from '../protocol/work-queue.js';
 import { SlotState, ThreadPhase } from '../slots/slot-layout.js';
 import type { SlotTable } from '../slots/slot-table.js';
 import type { ChangeFeed } from '../backend/state-backend.js';
 import type { ChangeSet } from '../state/types.js';
+import { planWrite, seal, sealedBytesOf } from '../state/sealed.js';
 import { CostModel } from './cost-model.js';
-import type { MainToThread, ModuleLoadFailure, ModuleRef, ResultMessage, ThreadInit, ThreadToMain, WorkItem } from '../protocol/messages.js';
-import { assertNever, isResultMessage } from '../protocol/messages.js';
 import { threadModuleHooks } from './module-hooks.js';
 import { CANCELED, outcomeOf, unsendableOutcome, type Outcome, type StartObserver } from './outcome.js';
-import { PendingItem } from './pending-item.js';
-import { busiestThread, overran, placeQueued, takeBackCount, type PlacementLimits, type ThreadLoad } from './placement.js';
+import { Place, PendingItem } from './pending-item.js';
+import { QueueLedger } from './queue-ledger.js';
 import { ChannelState, ThreadChannel } from './thread-channel.js';
-import { ThreadBoard } from '../protocol/thread-board.js';
-import { forEachResult } from '../protocol/wire.js';
 
 // The types of `dispatch()`'s answer, for the modules that dispatch through the pool.
 export type { Outcome, StartObserver };
@@ -75,17 +73,15 @@ export interface ThreadPoolOptions {
   readonly handlers: Readonly<Record<string, ModuleRef>>;
   readonly clock: Clock;
   readonly logger: Logger;
-  /** Most items in flight on one thread (what a crash can take with it), whatever their predicted cost. */
-  readonly batchSize: number;
-  /** Predicted work one thread may hold, ms. Default HOLD_BUDGET_MS; a test of the thread loop may lift it. */
-  readonly holdBudgetMs?: number;
   /** How long a canceled item may keep running before its thread is terminated. */
   readonly cancelGraceMs: number;
   /** A thread above `minThreads` idle this long is stopped. */
   readonly idleTimeoutMs: number;
-  /** How long an idle thread polls for more work before it sleeps, µs; main bumps its `POSTED` on every post then. */
+  /** How long an idle thread polls the work queue before it parks, µs (0 when the machine has no core to spare). */
   readonly idleSpinUs?: number;
   readonly resourceLimits?: ResourceLimits | undefined;
+  /** Size of the shared change log, bytes (a power of two); default `DEFAULT_CHANGE_LOG_BYTES`. */
+  readonly changeLogBytes?: number;
   /**
    * Spaces the replacements of a thread that keeps dying before it is ready (a module that now fails to import,
    * limits too small to boot): without it the pool would spawn threads in a loop as fast as they die.
@@ -103,59 +99,55 @@ export interface ThreadPoolOptions {
 export interface ThreadExit {
   readonly threadIndex: number;
   readonly reason: TickpoolError;
-  /** Items the thread held when it ended. */
+  /** Items the thread held when it ended: the one it ran, and those pinned to it. */
   readonly heldItems: number;
-  /** Of those, the ones it had not started: they are dispatched again instead of settling as lost. */
+  /** Of those, the ones it had not started (or had finished without sending their results): dispatched again. */
   readonly requeuedItems: number;
 }
 
 /**
- * Predicted work that may wait on a thread behind the item it runs before the next item waits on main instead, ms.
- * It is also how far a running item may overrun its prediction before the items behind it are taken back. A
- * results message and a refill cost the two threads tens of µs: with one item of a millisecond queued behind the
- * one running, a thread never waits for its refill, while a 10 ms item never waits behind another one, and an item
- * behind an outlier waits at most its prediction plus this budget before another thread can take it.
+ * How far a running item may overrun its prediction before the pool stops counting its thread as free soon (for
+ * the pacing of a broker with round trips: see `threadsFreeWithin`), ms.
  */
-export const HOLD_BUDGET_MS = 2;
+export const OVERRUN_BUDGET_MS = 2;
+/** Priority of a task run's item in the work queue: a default evaluation's. */
+export const TASK_RUN_PRIORITY = 50;
 
 type Channel = ThreadChannel<PendingItem>;
 
 export interface ThreadPoolStats {
   readonly threads: number;
+  /** Items dispatched and not settled: waiting in the queue, or running. */
   readonly inflight: number;
+  /** Of those, waiting for a thread. */
   readonly queued: number;
   readonly dispatched: number;
   readonly settled: number;
   readonly threadExits: number;
-  /** Unstarted items sent to a second thread because the first was busy or overran (see the module comment). */
-  readonly takenBack: number;
-  readonly perThread: ReadonlyArray<{ readonly index: number; readonly inflight: number; readonly appliedIndex: number }>;
+  readonly perThread: ReadonlyArray<{ readonly index: number; readonly parked: boolean; readonly appliedIndex: number }>;
 }
 
 export class ThreadPool {
   readonly #options: ThreadPoolOptions;
-  readonly #limits: PlacementLimits;
-  /** Threads poll the board while idle (`idleSpinUs` > 0). */
-  readonly #polling: boolean;
   readonly #piscina: Piscina;
   readonly #board: ThreadBoard;
+  readonly #queue: WorkQueueWriter;
+  readonly #ledger: QueueLedger;
+  readonly #log: ChangeLogWriter;
+  readonly #shared: MainSharedRegistry;
+  readonly #writer: ByteWriter;
+  readonly #reader: ByteReader;
   readonly #costs = new CostModel();
   readonly #channels: (Channel | undefined)[] = [];
-  /**
-   * The unsettled item of each slot, by slot number (a slot has one item in flight at a time): how a cancel finds
-   * the dispatch it settles.
-   */
+  /** The unsettled item of each slot, by slot number (a slot has one item in flight at a time). */
   readonly #bySlot: (PendingItem | undefined)[] = [];
-  #queue: PendingItem[] = [];
-  #queueHead = 0;
+  /** Every unsettled item (for a stop, a thread's death, the pacing reads). */
+  readonly #pending = new Set<PendingItem>();
+  /** Items seen to have started and not yet settled. */
+  readonly #running = new Set<PendingItem>();
+  /** Whether the thread's stamp of a start is on main's clock (the system clock), or main stamps it itself. */
+  readonly #threadStamps: boolean;
   #seq = 0;
-  #flushScheduled = false;
-  /**
-   * Set while the work caused by a results message is being dispatched (until the end of the event-loop turn):
-   * those items are coalesced into batches instead of each going out alone to whichever thread just freed up,
-   * which would settle into a one-item ping-pong under load.
-   */
-  #coalescing = false;
   #stopping = false;
   #stopped: Promise<void> | undefined;
   /** Set once the Piscina pool is being destroyed: no thread may outlive it. */
@@ -163,14 +155,12 @@ export class ThreadPool {
   #dispatched = 0;
   #settled = 0;
   /**
-   * While a results message is processed (`#reporting`): the items it settled, told only once the pool's own
-   * bookkeeping is done, so that the dispatches they cause find the pool consistent (as a promise's continuation
-   * would, without a promise per item).
+   * While the outcomes of a drain are settled (`#reporting`): they are told only once the pool's own bookkeeping
+   * for the drain is done, so that the dispatches they cause find the pool consistent.
    */
   #reporting = false;
   readonly #reported: PendingItem[] = [];
   #threadExits = 0;
-  #takenBack = 0;
   readonly #unsubscribe: () => void;
   readonly #loops = new Set<Promise<void>>();
   #readyWaiters: Array<() => void> = [];
@@ -184,22 +174,24 @@ export class ThreadPool {
   /** Module hooks each thread registers before importing user modules (main's TypeScript loader). */
   readonly #moduleHooks: readonly ModuleRef[] = threadModuleHooks();
   readonly #logs: ThreadLogSink;
-  /** An item's predicted ms for the placement, or undefined when it needs no place (see `#flush`). */
-  readonly #placementCost = (pending: PendingItem): number | undefined =>
-    pending.settled || (pending.holder !== undefined && !pending.unstarted(this.#options.slots)) ? undefined : pending.cost.ms;
-  readonly #failUnsendable = (pending: PendingItem, cloneError: unknown): void => this.#settle(pending, unsendableOutcome(pending.item, cloneError));
-  readonly #onIdle = (channel: Channel): void => {
-    if (!channel.isReady || channel.held.size > 0) return;
-    if (this.#serving() <= this.#options.minThreads) return;
-    channel.stop();
-  };
+  #idleTimer: TimerHandle | undefined;
+  readonly #onStarted = (pending: PendingItem): void => this.#started(pending);
 
   constructor(options: ThreadPoolOptions) {
     this.#options = options;
-    this.#limits = Object.freeze({ budgetMs: options.holdBudgetMs ?? HOLD_BUDGET_MS, batchSize: options.batchSize });
-    this.#polling = (options.idleSpinUs ?? 0) > 0;
+    this.#threadStamps = options.clock === systemClock;
     this.#board = ThreadBoard.create(options.maxThreads);
-    this.#board.publishCommittedIndex(options.state.index);
+    this.#queue = new WorkQueueWriter(options.maxThreads, options.slots.capacity);
+    this.#ledger = new QueueLedger(this.#queue);
+    // The first result rings main; each drain arms the doorbell again when it is done.
+    this.#queue.armDoorbell();
+    this.#log = new ChangeLogWriter(options.changeLogBytes, sealedBytesOf);
+    this.#shared = new MainSharedRegistry(
+      (id, buffer) => this.#broadcast({ type: 'share', id, buffer }),
+      (id) => this.#broadcast({ type: 'unshare', id }),
+    );
+    this.#writer = new ByteWriter(this.#shared);
+    this.#reader = new ByteReader(this.#shared);
     this.#logs = new ThreadLogSink(options.logger);
     this.#piscina = new Piscina({
       filename: new URL('../thread/entry.js', import.meta.url).href,
@@ -247,38 +239,44 @@ export class ThreadPool {
 
   /**
    * `dispatch` without a promise: `settled` is called exactly once with the outcome, never inside this call. Outcomes
-   * a thread reported are handed out after the pool's bookkeeping for that message, in the order they came; the rest
+   * a thread reported are handed out after the pool's bookkeeping for that drain, in the order they came; the rest
    * (a stopping pool, a dead thread, a cancel) in a microtask. A `settled` that throws is logged.
    */
   dispatchWith(item: WorkItem, observer: StartObserver | undefined, settled: (outcome: Outcome) => void): void {
     const cost = item.kind === 'eval' ? this.#costs.forEvaluation(item.evaluation.type) : this.#costs.forRun(item.handler);
-    const pending = new PendingItem(++this.#seq, item, settled, observer, cost);
-    this.#bySlot[item.slot] = pending;
+    const priority = item.kind === 'eval' ? item.evaluation.priority : TASK_RUN_PRIORITY;
+    const pending = new PendingItem(++this.#seq, item, settled, observer, cost, priority);
     this.#dispatched++;
     if (this.#stopping) {
       this.#settle(pending, { status: 'lost', error: new ThreadExitedError('Expected a running pool, but it is stopping') });
       return;
     }
-    if (!this.#coalescing && this.#queueHead === this.#queue.length) {
-      const idle = this.#idleChannel();
-      if (idle !== undefined) {
-        // The post first: what the start stamp costs comes after the thread has the item.
-        this.#assign(idle, pending);
-        this.#send(idle, [pending]);
-        if (!pending.settled) this.#markStarted(pending);
+    // A thread has nothing to do (fewer items out than ready threads): it starts this one now.
+    const startsNow = this.#pending.size < this.#readyThreads();
+    this.#bySlot[item.slot] = pending;
+    this.#pending.add(pending);
+    const w = this.#writer;
+    w.reset();
+    try {
+      writeItem(w, pending.seq, item);
+    } catch (error) {
+      if (error instanceof UnencodableValue) {
+        this.#pin(pending);
         return;
       }
+      throw error;
     }
-    pending.queued = true;
-    this.#queue.push(pending);
-    this.#scheduleFlush();
+    this.#queue.write(item.slot, item.generation, w.bytes);
+    this.#ledger.add(pending);
+    this.#wakeForWork();
+    if (startsNow) this.#tellStart(pending, this.#options.clock.now());
   }
 
   /**
    * Asks the item in `slot` to stop (the thread reads the word), and terminates its thread if the item is still
    * running there after the grace period. The item's dispatch then settles as `canceled` or `lost`; at once when no
-   * thread had started it (it holds nothing: wherever it waits, main's queue or a busy thread's hands, no thread can
-   * start it any more), so that giving up unstarted work never waits for the work in front of it.
+   * thread had started it (it holds nothing: no thread can start it any more), so that giving up unstarted work
+   * never waits for the work in front of it.
    */
   cancel(slot: number, generation: number): boolean {
     const { slots, clock, cancelGraceMs } = this.#options;
@@ -307,6 +305,17 @@ export class ThreadPool {
     return true;
   }
 
+  /**
+   * When the item of `slot` at `generation` started, on the pool's clock (the thread's own stamp with the system
+   * clock, else when the pool saw it leave the queue), or undefined when the pool has not seen it start.
+   */
+  startedAt(slot: number, generation: number): number | undefined {
+    this.#sync();
+    const pending = this.#bySlot[slot];
+    if (pending === undefined || pending.item.generation !== generation) return undefined;
+    return pending.startedAt;
+  }
+
   /** Milliseconds every thread has spent running items, since the pool started (read from shared memory). */
   busyMs(): number {
     let sum = 0;
@@ -315,52 +324,39 @@ export class ThreadPool {
   }
 
   /**
-   * Predicted ms of the work the pool holds and no thread has started (waiting on main or queued behind a running
-   * item), per ready thread: about how long the threads stay busy if nothing more comes. 0 with no ready thread.
-   * Counting stops once it reaches `upToMs` (the answer is then at least that): main's queue may hold many items,
-   * and a caller asking whether the threads are busy need not visit them all.
+   * Predicted ms of the work the pool holds and no thread has started, per ready thread: about how long the threads
+   * stay busy if nothing more comes. 0 with no ready thread. The answer is at most `upToMs` (a caller asking whether
+   * the threads are busy need not know by how much); the sum is kept as items come and go, so it costs no walk.
    */
   workAheadMs(upToMs = Number.POSITIVE_INFINITY): number {
-    let ms = 0;
+    this.#sync();
     let threads = 0;
-    for (const channel of this.#channels) {
-      if (channel === undefined || !channel.isReady) continue;
-      threads++;
-      if (channel.assigned > 1) ms += channel.loadMs - (this.#firstAssigned(channel)?.predictedMs ?? 0);
-    }
-    if (threads === 0) return 0;
-    const enough = upToMs * threads;
-    for (let i = this.#queueHead; i < this.#queue.length && ms < enough; i++) {
-      const predicted = this.#placementCost(this.#queue[i]!);
-      if (predicted !== undefined) ms += predicted;
-    }
-    return ms / threads;
+    for (const channel of this.#channels) if (channel !== undefined && channel.isReady) threads++;
+    return threads === 0 ? 0 : Math.min(upToMs, this.#ledger.unstartedMs / threads);
   }
 
   /**
    * How many threads could start another item within `horizonMs`: what a broker that leases for this process, with
-   * other processes' threads beside these, asks before it takes more, so that what it leases does not wait here
-   * behind work while a thread elsewhere idles. A thread is free once the predicted rest of its running item and the
-   * items assigned behind it have run. One whose running item has overrun its prediction by more than the budget is
-   * busy for an unknown time (a long item among short ones of its kind): it does not count. A thread not running
+   * other processes' threads beside these, asks before it takes more. A thread is free once the predicted rest of
+   * its running item has run (and nothing waits in the queue ahead of it); one whose running item has overrun its
+   * prediction by more than OVERRUN_BUDGET_MS is busy for an unknown time and does not count. A thread not running
    * yet (not started, idle-stopped, respawning) counts: it starts on demand.
    */
   threadsFreeWithin(horizonMs: number): number {
-    const now = performance.now();
-    let free = 0;
+    this.#sync();
     let ready = 0;
-    for (const channel of this.#channels) {
-      if (channel === undefined || !channel.isReady) continue;
-      ready++;
-      const running = this.#firstAssigned(channel);
-      if (running === undefined) {
-        free++;
-        continue;
-      }
-      const runningForMs = Number.isNaN(running.startedPerf) ? 0 : now - running.startedPerf;
-      if (runningForMs > running.predictedMs + this.#limits.budgetMs) continue;
-      if (Math.max(0, running.predictedMs - runningForMs) + channel.loadMs - running.predictedMs < horizonMs) free++;
+    for (const channel of this.#channels) if (channel !== undefined && channel.isReady) ready++;
+    const now = performance.now();
+    let busySoonFree = 0;
+    let busy = 0;
+    for (const pending of this.#running) {
+      busy++;
+      const ranMs = Number.isNaN(pending.startedPerf) ? 0 : now - pending.startedPerf;
+      if (ranMs > pending.predictedMs + OVERRUN_BUDGET_MS) continue;
+      if (Math.max(0, pending.predictedMs - ranMs) < horizonMs) busySoonFree++;
     }
+    const idle = Math.max(0, ready - busy);
+    const free = Math.max(0, idle + busySoonFree - this.#ledger.unstarted);
     return free + Math.max(0, this.#options.maxThreads - ready);
   }
 
@@ -370,26 +366,26 @@ export class ThreadPool {
   }
 
   stats(): ThreadPoolStats {
+    this.#sync();
     const perThread = this.#channels
       .filter((c): c is Channel => c !== undefined && !c.ended)
-      .map((c) => ({ index: c.index, inflight: c.held.size, appliedIndex: this.appliedIndex(c.index) }));
-    let queued = 0;
-    for (let i = this.#queueHead; i < this.#queue.length; i++) if (!this.#queue[i]!.settled) queued++;
+      .map((c) => ({ index: c.index, parked: this.#queue.parkState(c.index).parked, appliedIndex: this.appliedIndex(c.index) }));
+    let pinnedWaiting = 0;
+    for (const c of this.#channels) if (c !== undefined) for (const p of c.pinned) if (p.place === Place.PINNED) pinnedWaiting++;
     return {
       threads: perThread.length,
-      inflight: perThread.reduce((n, t) => n + t.inflight, 0),
-      queued,
+      inflight: this.#pending.size,
+      queued: this.#ledger.unstarted + pinnedWaiting,
       dispatched: this.#dispatched,
       settled: this.#settled,
       threadExits: this.#threadExits,
-      takenBack: this.#takenBack,
       perThread,
     };
   }
 
   /**
-   * Stops every loop. Queued items and items still on threads settle as `lost` when `force` is set (threads are
-   * terminated); otherwise loops finish what they hold first.
+   * Stops every loop. Items no thread started settle as `lost`; items on threads are finished first, or lost with
+   * their threads when `force` is set (threads are terminated).
    */
   stop(options: { force?: boolean } = {}): Promise<void> {
     if (this.#stopped !== undefined) {
@@ -401,51 +397,187 @@ export class ThreadPool {
     return this.#stopped;
   }
 
-  #terminateAll(): void {
-    for (const channel of this.#channels) channel?.terminateByStop(new ThreadExitedError('Expected a running pool, but it was stopped'));
+  // ───────────────────────────── dispatch ─────────────────────────────
+
+  /** Parked threads take what was published (one per item); with none parked, a thread the pool may still start is. */
+  #wakeForWork(items = 1): void {
+    if (this.#queue.parked > 0) this.#queue.wake(items);
+    else this.#maybeGrow();
   }
 
-  async #stop(force: boolean): Promise<void> {
-    this.#stopping = true;
-    // A start() still waiting for its threads ends now (the engine sees the stop); it is only woken by events.
-    this.#notifyReady();
-    this.#unsubscribe();
-    const { slots } = this.#options;
-    for (let i = this.#queueHead; i < this.#queue.length; i++) {
-      const pending = this.#queue[i]!;
-      if (pending.settled) continue;
-      // One taken back from a busy thread is still in that thread's hands: make sure it never starts there.
-      if (pending.unstarted(slots)) slots.cancel(pending.item.slot, pending.item.generation);
-      else if (pending.holder !== undefined) continue; // a thread started it after all: it reports the outcome
-      this.#settle(pending, { status: 'lost', error: new ThreadExitedError('Expected a running pool, but it was stopped') });
-    }
-    this.#queue = [];
-    this.#queueHead = 0;
-    if (force) this.#terminateAll();
-    else for (const channel of this.#channels) channel?.stop();
-    await Promise.allSettled([...this.#loops]);
-    this.#destroyed = true;
-    await this.#piscina.destroy();
-    this.#logs.close();
+  /** Moves the ledger up to the rings' heads (telling starts), and wakes threads for what the backlog published. */
+  #sync(): void {
+    const moved = this.#ledger.sync(this.#onStarted);
+    if (moved > 0) this.#wakeForWork(moved);
   }
+
+  /**
+   * An item whose payload cannot be written as bytes goes by message to one thread: a parked one if any, else the one
+   * with the fewest such items. It runs there before anything from the queue.
+   */
+  #pin(pending: PendingItem): void {
+    const open = this.#channels.filter(isOpen);
+    if (open.length === 0) {
+      // No thread is ready yet (the pool is booting or respawning): try again once one is.
+      pending.place = Place.PINNED;
+      pending.pinnedTo = -1;
+      this.#unpinned.push(pending);
+      return;
+    }
+    let target = open.find((c) => this.#queue.parkState(c.index).parked);
+    if (target === undefined) target = open.reduce((a, b) => (b.pinned.size < a.pinned.size ? b : a));
+    pending.place = Place.PINNED;
+    pending.pinnedTo = target.index;
+    target.pinned.add(pending);
+    try {
+      target.post({ type: 'pinned', item: { ...pending.item, seq: pending.seq } });
+    } catch (cloneError) {
+      target.pinned.delete(pending);
+      this.#settle(pending, unsendableOutcome(pending.item, cloneError));
+      return;
+    }
+    this.#queue.wakeThread(target.index);
+  }
+
+  /** Pinned items that found no ready thread. */
+  readonly #unpinned: PendingItem[] = [];
+
+  #repin(): void {
+    if (this.#unpinned.length === 0 || !this.#channels.some(isOpen)) return;
+    const waiting = this.#unpinned.splice(0);
+    for (const pending of waiting) if (!pending.settled) this.#pin(pending);
+  }
+
+  /** The ledger saw the item leave the queue (or its outcome came first): it is running. */
+  #started(pending: PendingItem): void {
+    this.#running.add(pending);
+    const stamp = this.#threadStamps ? this.#queue.startedAt(pending.item.slot) : 0;
+    // The thread's stamp is epoch ms; on the system clock that is main's clock too.
+    pending.startedPerf = stamp > 0 ? performance.now() - Math.max(0, Date.now() - stamp) : performance.now();
+    this.#tellStart(pending, stamp > 0 ? stamp : this.#options.clock.now());
+  }
+
+  /** Tells the item's observer when it started, once per start. */
+  #tellStart(pending: PendingItem, at: number): void {
+    if (pending.startedAt !== undefined) return;
+    pending.startedAt = at;
+    pending.observer?.itemStarted(at);
+  }
+
+  // ───────────────────────────── results ─────────────────────────────
+
+  /**
+   * Reads every thread's result ring and settles what it finds; then arms the doorbell again, and looks once more
+   * (a result appended just before the doorbell was armed rang nobody). Outcomes are told once the pass is over.
+   */
+  #drainResults(): void {
+    this.#reporting = true;
+    try {
+      for (;;) {
+        this.#sync();
+        for (const channel of this.#channels) if (channel !== undefined) this.#drainChannel(channel);
+        this.#queue.armDoorbell();
+        if (!this.#channels.some((c) => c !== undefined && c.results.pending)) break;
+        // Something came meanwhile: take the doorbell back and read on (when a thread took it first, its ring
+        // message is on the way and reads the rest).
+        if (!this.#queue.disarmDoorbell()) break;
+      }
+    } finally {
+      this.#tellReported();
+    }
+  }
+
+  readonly #visitResult = (ring: Uint8Array, at: number): void => {
+    this.#reader.reset(ring, at);
+    const { slot, generation, outcome } = readOutcome(this.#reader, seal, planWrite);
+    this.#onOutcome(slot, generation, outcome);
+  };
+
+  #drainChannel(channel: Channel): void {
+    if (channel.results.pending) channel.results.drain(this.#visitResult);
+  }
+
+  #onOutcome(slot: number, generation: number, outcome: ItemOutcome): void {
+    const pending = this.#bySlot[slot];
+    if (pending === undefined || pending.settled || pending.item.generation !== generation || pending.seq !== outcome.seq) return;
+    if (pending.place !== Place.RUNNING) {
+      // Pinned, or taken and done before a sync saw it leave the queue.
+      if (pending.place === Place.QUEUED || pending.place === Place.BACKLOG) this.#ledger.settledUnstarted(pending);
+      pending.place = Place.RUNNING;
+      this.#started(pending);
+    }
+    pending.cost.observe(outcome.ms);
+    this.#settle(pending, outcomeFrom(outcome));
+  }
+
+  #settle(pending: PendingItem, outcome: Outcome): void {
+    if (pending.settled) return;
+    pending.outcome = outcome;
+    const { slot } = pending.item;
+    if (this.#bySlot[slot] === pending) this.#bySlot[slot] = undefined;
+    this.#pending.delete(pending);
+    this.#running.delete(pending);
+    if (pending.place === Place.QUEUED || pending.place === Place.BACKLOG) this.#ledger.settledUnstarted(pending);
+    if (pending.pinnedTo >= 0) this.#channels[pending.pinnedTo]?.pinned.delete(pending);
+    this.#settled++;
+    if (this.#reporting) this.#reported.push(pending);
+    else queueMicrotask(() => this.#tell(pending));
+  }
+
+  /** Hands a settled item's outcome to its dispatcher. */
+  #tell(pending: PendingItem): void {
+    try {
+      pending.resolve(pending.outcome!);
+    } catch (error) {
+      this.#options.logger.error({ err: error, seq: pending.seq }, 'a dispatch callback threw');
+    }
+  }
+
+  /** Hands out the outcomes a drain settled, once the pool's bookkeeping for it is done. */
+  #tellReported(): void {
+    this.#reporting = false;
+    const reported = this.#reported;
+    for (let i = 0; i < reported.length; i++) this.#tell(reported[i]!);
+    // Emptied: it must not hold on to settled items.
+    reported.length = 0;
+  }
+
+  // ───────────────────────────── the change log ─────────────────────────────
+
+  #onCommit(change: ChangeSet): void {
+    if (this.#log.append(change)) return;
+    // A commit larger than the whole log: no thread can read it from there. Each is reset past it.
+    for (const channel of this.#channels) if (channel !== undefined && !channel.ended) this.#reset(channel);
+  }
+
+  #reset(channel: Channel): void {
+    channel.post({ type: 'reset', full: this.#options.state.full(), position: this.#log.position } satisfies MainToThread);
+  }
+
+  #broadcast(message: MainToThread): void {
+    for (const channel of this.#channels) if (channel !== undefined && !channel.ended) channel.post(message);
+    // A parked thread reads it when woken; it must have it before it decodes an item that needs it.
+    if (message.type === 'share') this.#queue.wakeAll();
+  }
+
+  // ───────────────────────────── threads ─────────────────────────────
 
   #spawn(index: number): void {
     const { port1, port2 } = new MessageChannel();
     const log = this.#logs.open(index);
-    const channel: Channel = new ThreadChannel({
-      index,
-      port: port1,
-      log,
-      board: this.#polling ? this.#board : undefined,
-      clock: this.#options.clock,
-      idleTimeoutMs: this.#options.idleTimeoutMs,
-      onIdle: this.#onIdle,
-    });
+    const results = createResultRing();
+    const channel: Channel = new ThreadChannel({ index, port: port1, log, board: this.#board, results });
     this.#channels[index] = channel;
     const init: ThreadInit = {
       threadIndex: index,
+      maxThreads: this.#options.maxThreads,
       slotBuffer: this.#options.slots.buffer,
       boardBuffer: this.#board.buffer,
+      queue: this.#queue.buffers,
+      results,
+      changeLog: this.#log.buffer,
+      logPosition: this.#log.position,
+      shared: this.#shared.live(),
       schedulers: this.#options.schedulers,
       handlers: this.#options.handlers,
       full: this.#options.state.full(),
@@ -465,27 +597,31 @@ export class ThreadPool {
   }
 
   #onMessage(channel: Channel, message: ThreadToMain): void {
-    if (isResultMessage(message)) {
-      this.#onResults(channel, message);
+    if (typeof message === 'number') {
+      this.#drainResults();
       return;
     }
     switch (message.type) {
+      case 'outcome':
+        this.#reporting = true;
+        try {
+          this.#onOutcome(message.slot, message.generation, message.outcome);
+          this.#sync();
+        } finally {
+          this.#tellReported();
+        }
+        return;
       case 'ready':
         if (message.loadErrors !== undefined) this.#onLoadErrors(channel, message.loadErrors);
         channel.markReady();
         this.#options.respawnBackoff.reset();
         this.#notifyReady();
-        this.#flush();
-        // A thread that grew the pool for a backlog may find it gone by the time it is ready: it must still be
-        // able to go idle, or it would stay above `minThreads` for good.
-        if (channel.held.size === 0) this.#armIdle(channel);
+        this.#repin();
+        this.#armIdleCheck();
         return;
-      case 'resync': {
-        const full = this.#options.state.full();
-        channel.dropChanges();
-        channel.post({ type: 'reset', full } satisfies MainToThread);
+      case 'resync':
+        this.#reset(channel);
         return;
-      }
       default:
         assertNever(message);
     }
@@ -510,83 +646,32 @@ export class ThreadPool {
     }
   }
 
-  #onResults(channel: Channel, message: ResultMessage): void {
-    this.#reporting = true;
-    try {
-      this.#settleResults(channel, message);
-    } finally {
-      this.#tellReported();
-    }
-  }
-
-  #settleResults(channel: Channel, message: ResultMessage): void {
-    let count = 0;
-    forEachResult(message, (seq, status, extra, number, ms, value) => {
-      count++;
-      const pending = channel.held.get(seq);
-      if (pending === undefined) return;
-      if (status !== 'not-started') {
-        pending.cost.observe(ms);
-        this.#settle(pending, outcomeOf(status, extra, number, value));
-        return;
-      }
-      channel.held.delete(seq);
-      pending.removeHolder(channel);
-      if (pending.assigned === channel) this.#unassign(pending);
-      // Nobody else has it, so nobody started it: it was canceled before it could start.
-      if (pending.holder === undefined && !pending.queued) this.#settle(pending, CANCELED);
-    });
-    // The thread sent these results before starting what it holds next: that item is starting now.
-    const next = this.#firstAssigned(channel);
-    if (next !== undefined) this.#markStarted(next);
-    if (channel.held.size === 0) this.#armIdle(channel);
-    if (this.#queueHead < this.#queue.length) this.#flush();
-    // Idle with nothing queued: the work these results release (the workers' next dispatches) arrives after this
-    // turn, so taking items from a busy thread waits for the next flush, where that new work goes first.
-    else if (channel.assigned === 0) this.#scheduleFlush();
-    if (count > 1) {
-      this.#coalescing = true;
-      this.#scheduleFlush();
-    }
-  }
-
   #onLoopEnd(channel: Channel, error: unknown): void {
+    // What it appended before it ended is settled first: those items are not lost. Every ring is read and the
+    // doorbell armed again: a thread that claimed the doorbell and died before it rang (or whose ring message went
+    // with its port) must not leave the other threads' results unread.
+    this.#drainResults();
     const was = channel.end();
     if (this.#channels[channel.index] === channel) this.#channels[channel.index] = undefined;
-    const held = [...channel.held.values()];
-    channel.held.clear();
+    const reason = channel.terminatedFor ?? this.#describeExit(channel, error);
     let heldItems = 0;
     let requeued = 0;
-    if (held.length > 0) {
-      const requeue: PendingItem[] = [];
-      const reason = channel.terminatedFor ?? this.#describeExit(channel, error);
-      for (const pending of held) {
-        pending.removeHolder(channel);
-        if (pending.assigned === channel) this.#unassign(pending);
-        const fate = this.#fateOf(pending, channel);
-        if (fate === 'elsewhere') continue;
-        heldItems++;
-        if (fate === 'unstarted' && !this.#stopping) {
-          requeued++;
-          pending.startedPerf = Number.NaN;
-          if (!pending.queued) requeue.push(pending);
-        } else if (fate === 'canceled') this.#settle(pending, CANCELED);
-        else this.#settle(pending, { status: 'lost', error: reason });
-      }
-      if (heldItems > 0) this.#options.logger.warn({ thread: channel.index, items: heldItems, err: reason }, 'pool thread ended holding work');
-      if (requeue.length > 0) {
-        for (const pending of requeue) pending.queued = true;
-        this.#queue.splice(this.#queueHead, 0, ...requeue);
-        this.#scheduleFlush();
-      }
+    this.#sync();
+    for (const pending of [...this.#pending]) {
+      const fate = this.#fateOf(pending, channel);
+      if (fate === undefined) continue;
+      heldItems++;
+      if (fate === 'again' && !this.#stopping) {
+        requeued++;
+        this.#again(pending);
+      } else if (fate === 'canceled') this.#settle(pending, CANCELED);
+      else this.#settle(pending, { status: 'lost', error: reason });
     }
+    if (heldItems > 0) this.#options.logger.warn({ thread: channel.index, items: heldItems, err: reason }, 'pool thread ended holding work');
     if (error !== undefined || heldItems > 0) {
       this.#threadExits++;
-      const reason = channel.terminatedFor ?? this.#describeExit(channel, error);
       // Ended by the pool's forced stop: ending it was the stop, no exit to report.
-      if (was !== ChannelState.TERMINATING) {
-        this.#options.onThreadExit?.({ threadIndex: channel.index, reason, heldItems, requeuedItems: requeued });
-      }
+      if (was !== ChannelState.TERMINATING) this.#options.onThreadExit?.({ threadIndex: channel.index, reason, heldItems, requeuedItems: requeued });
     }
     // It never said ready (a thread asked to stop or terminated before it did only exists while the pool stops).
     const booted = was !== ChannelState.BOOTING;
@@ -596,32 +681,46 @@ export class ThreadPool {
       return;
     }
     if (!this.#stopping && was !== ChannelState.STOPPING) this.#respawn(channel.index, booted);
-    else if (!this.#stopping && this.#queueHead < this.#queue.length) this.#flush();
+    else if (!this.#stopping && this.#ledger.unstarted > 0) this.#maybeGrow();
   }
 
   /**
-   * What becomes of an unsettled item a dead thread held: it ran there (`lost`), never started anywhere and is
-   * with no other thread (`unstarted`: dispatch it again), was canceled before any start (`canceled`), or another
-   * thread that was sent it too runs it or will (`elsewhere`).
+   * What becomes of an unsettled item when `dead` ended: it ran there (`lost`); it finished there and only its
+   * result died with the thread, or it was pinned there and never started (`again`: it runs again); it was pinned
+   * there and canceled before it started (`canceled`); or it is not the dead thread's (undefined).
    */
-  #fateOf(pending: PendingItem, dead: Channel): 'lost' | 'unstarted' | 'canceled' | 'elsewhere' {
+  #fateOf(pending: PendingItem, dead: Channel): 'lost' | 'again' | 'canceled' | undefined {
     const { slots } = this.#options;
     const { slot, generation } = pending.item;
     const current = slots.generation(slot) === generation;
     const state = slots.state(slot);
     const owner = slots.owner(slot);
     if (current && (state === SlotState.RUNNING || state === SlotState.CANCEL) && owner === dead.index + 1) {
-      // It finished there and only its result died with the thread (it waited in the outbox behind the item that
-      // ended the thread): it did nothing wrong, so it runs again as if it had never started.
-      if (state === SlotState.RUNNING && slots.phase(slot) === ThreadPhase.FINISHED && slots.unstart(slot, generation)) {
-        return pending.holder !== undefined || pending.queued ? 'elsewhere' : 'unstarted';
-      }
+      // It finished there and only its result died with the thread: it did nothing wrong, so it runs again.
+      if (state === SlotState.RUNNING && slots.phase(slot) === ThreadPhase.FINISHED && slots.unstart(slot, generation)) return 'again';
       return 'lost';
     }
-    if (pending.holder !== undefined || pending.queued) return 'elsewhere';
-    if (current && state === SlotState.CLAIMED) return 'unstarted';
-    if (current && state === SlotState.CANCEL && owner <= 0) return 'canceled';
-    return 'lost';
+    if (pending.pinnedTo === dead.index) {
+      if (current && state === SlotState.CLAIMED) return 'again';
+      if (current && state === SlotState.CANCEL && owner <= 0) return 'canceled';
+      return 'lost';
+    }
+    return undefined;
+  }
+
+  /** Dispatches an unsettled item again, as if new (it keeps its record and its seq). */
+  #again(pending: PendingItem): void {
+    this.#running.delete(pending);
+    pending.startedPerf = Number.NaN;
+    pending.startedAt = undefined;
+    if (pending.pinnedTo >= 0) {
+      this.#channels[pending.pinnedTo]?.pinned.delete(pending);
+      pending.pinnedTo = -1;
+      this.#pin(pending);
+      return;
+    }
+    this.#ledger.add(pending);
+    this.#wakeForWork();
   }
 
   /**
@@ -660,175 +759,9 @@ export class ThreadPool {
     return new ThreadExitedError(`Thread ${channel.index} exited: ${message}`, { cause: error, details: { wire: toWire(error) } });
   }
 
-  #settle(pending: PendingItem, outcome: Outcome): void {
-    if (pending.settled) return;
-    pending.outcome = outcome;
-    const seq = pending.seq;
-    if (this.#bySlot[pending.item.slot] === pending) this.#bySlot[pending.item.slot] = undefined;
-    if (pending.holder !== undefined) {
-      pending.holder.held.delete(seq);
-      if (pending.moreHolders !== undefined) for (const channel of pending.moreHolders) channel.held.delete(seq);
-    }
-    if (pending.assigned !== undefined) this.#unassign(pending);
-    this.#settled++;
-    if (this.#reporting) this.#reported.push(pending);
-    else queueMicrotask(() => this.#tell(pending));
-  }
-
-  /** Hands a settled item's outcome to its dispatcher. */
-  #tell(pending: PendingItem): void {
-    try {
-      pending.resolve(pending.outcome!);
-    } catch (error) {
-      this.#options.logger.error({ err: error, seq: pending.seq }, 'a dispatch callback threw');
-    }
-  }
-
-  /**
-   * Hands out the outcomes a results message settled, once the pool's bookkeeping for it is done. What they cause
-   * to settle meanwhile is told in a microtask, as outside a results message.
-   */
-  #tellReported(): void {
-    this.#reporting = false;
-    const reported = this.#reported;
-    for (let i = 0; i < reported.length; i++) this.#tell(reported[i]!);
-    // Emptied: it must not hold on to settled items.
-    reported.length = 0;
-  }
-
-  /** Counts `pending` in `channel`'s load; true when nothing else was assigned to it (the item starts at once). */
-  #assign(channel: Channel, pending: PendingItem): boolean {
-    pending.queued = false;
-    pending.assigned = channel;
-    pending.predictedMs = pending.cost.ms;
-    return channel.assign(pending.predictedMs);
-  }
-
-  #unassign(pending: PendingItem): void {
-    const channel = pending.assigned!;
-    pending.assigned = undefined;
-    channel.unassign(pending.predictedMs);
-  }
-
-  #markStarted(pending: PendingItem): void {
-    if (!Number.isNaN(pending.startedPerf)) return;
-    pending.startedPerf = performance.now();
-    pending.observer?.itemStarted(this.#options.clock.now());
-  }
-
-  /** The first item assigned to `channel` in its order: the one it runs now (or starts next). */
-  #firstAssigned(channel: Channel): PendingItem | undefined {
-    if (channel.assigned === 0) return undefined;
-    for (const pending of channel.held.values()) if (pending.assigned === channel) return pending;
-    return undefined;
-  }
-
-  /**
-   * Takes the unstarted items assigned to `from` (all but its first, which it runs) back from it, at most `limit`,
-   * oldest first. They stay in its hands too: whichever thread starts one first runs it.
-   */
-  #takeBack(from: Channel, limit: number): PendingItem[] {
-    const taken: PendingItem[] = [];
-    const running = this.#firstAssigned(from);
-    for (const pending of from.held.values()) {
-      if (taken.length >= limit) break;
-      if (pending === running || pending.assigned !== from || !pending.unstarted(this.#options.slots)) continue;
-      this.#unassign(pending);
-      pending.startedPerf = Number.NaN;
-      taken.push(pending);
-    }
-    this.#takenBack += taken.length;
-    return taken;
-  }
-
-  #idleChannel(): Channel | undefined {
-    for (const channel of this.#channels) {
-      if (channel !== undefined && channel.isReady && channel.assigned === 0) return channel;
-    }
-    return undefined;
-  }
-
-  #scheduleFlush(): void {
-    if (this.#flushScheduled) return;
-    this.#flushScheduled = true;
-    setImmediate(() => {
-      this.#flushScheduled = false;
-      this.#coalescing = false;
-      this.#flush();
-    });
-  }
-
-  /**
-   * Hands out what waits in main's queue, ONE message per thread: the placement (placement.ts) decides which
-   * items go where from the threads' predicted loads; here the pool reads what that needs (the clock, which
-   * items are still unstarted) and carries the decision out.
-   */
-  #flush(): void {
-    const open = this.#channels.filter(isOpen);
-    if (open.length === 0) return;
-    const now = performance.now();
-    // Only worth knowing where another thread could take the items: a second thread, or one the pool may start.
-    const alone = open.length === 1 && this.#options.maxThreads === 1;
-    const loads: ThreadLoad[] = [];
-    // Items stuck behind an overrunning item go back to the front of the queue: they are older than what waits there.
-    let stuck: PendingItem[] | undefined;
-    for (const c of open) {
-      const running = this.#firstAssigned(c);
-      const runningMs = running?.predictedMs ?? 0;
-      const overrun = !alone && running !== undefined && overran(c.assigned, runningMs, now - running.startedPerf, this.#limits.budgetMs);
-      if (overrun) (stuck ??= []).push(...this.#takeBack(c, Number.POSITIVE_INFINITY));
-      loads.push({ assigned: c.assigned, loadMs: c.loadMs, runningMs, overrun });
-    }
-    if (stuck !== undefined && stuck.length > 0) {
-      for (const pending of stuck) pending.queued = true;
-      this.#queue.splice(this.#queueHead, 0, ...stuck);
-    }
-    // Passed over: taken back from a thread that has since started it (or canceled before any start), whose holder
-    // reports it. Placed or passed over, every item up to `next` has left the queue.
-    const { given, next } = placeQueued(this.#queue, this.#queueHead, this.#placementCost, loads, this.#limits);
-    for (let i = this.#queueHead; i < next; i++) this.#queue[i]!.queued = false;
-    this.#queueHead = next;
-    /** Items that start as soon as their message arrives (first on a thread with nothing assigned). */
-    const startsNow: PendingItem[] = [];
-    for (let i = 0; i < open.length; i++) for (const pending of given[i]!) if (this.#assign(open[i]!, pending)) startsNow.push(pending);
-    // The queue is empty: an idle thread takes unstarted items from a busy one rather than wait beside it.
-    if (this.#queueHead === this.#queue.length) {
-      for (let i = 0; i < open.length; i++) {
-        const idle = open[i]!;
-        if (idle.assigned !== 0) continue;
-        const busiest = busiestThread(open, i);
-        if (busiest < 0) break;
-        for (const pending of this.#takeBack(open[busiest]!, takeBackCount(open[busiest]!.assigned))) {
-          if (this.#assign(idle, pending)) startsNow.push(pending);
-          given[i]!.push(pending);
-        }
-      }
-    }
-    for (let i = 0; i < open.length; i++) if (given[i]!.length > 0) this.#send(open[i]!, given[i]!);
-    for (const pending of startsNow) if (!pending.settled) this.#markStarted(pending);
-    if (this.#queueHead === this.#queue.length) {
-      this.#queue = [];
-      this.#queueHead = 0;
-    } else if (this.#queueHead > 4096) {
-      this.#queue = this.#queue.slice(this.#queueHead);
-      this.#queueHead = 0;
-    }
-    // Threads that got no items still need the commits, so a later waitForIndex on them does not stall.
-    for (const c of open) if (c.hasChanges) this.#send(c, []);
-    if (this.#queueHead < this.#queue.length) this.#maybeGrow();
-  }
-
-  #send(channel: Channel, batch: readonly PendingItem[]): void {
-    for (let i = 0; i < batch.length; i++) {
-      const p = batch[i]!;
-      channel.held.set(p.seq, p);
-      p.addHolder(channel);
-    }
-    // Only the items that cannot be cloned fail; the others went one by one.
-    if (!channel.sendWork(batch, this.#failUnsendable) && channel.held.size === 0) this.#armIdle(channel);
-  }
-
+  /** A thread more, when work waits and no thread is parked, up to `maxThreads`. */
   #maybeGrow(): void {
+    if (this.#stopping || this.#ledger.unstarted === 0) return;
     const live = this.#channels.filter((c) => c !== undefined && !c.ended).length;
     if (live >= this.#options.maxThreads) return;
     for (let i = 0; i < this.#options.maxThreads; i++) {
@@ -839,6 +772,12 @@ export class ThreadPool {
     }
   }
 
+  #readyThreads(): number {
+    let count = 0;
+    for (const c of this.#channels) if (c !== undefined && c.isReady) count++;
+    return count;
+  }
+
   /** Threads that serve work now or will once ready: booting or ready, not asked to stop. */
   #serving(): number {
     let count = 0;
@@ -847,24 +786,69 @@ export class ThreadPool {
   }
 
   /**
-   * Stops `channel` after `idleTimeoutMs` without work, if the pool is still above `minThreads` then. The count is
-   * taken again when the timer fires (`#onIdle`): threads that went idle together all armed their timers while the
-   * pool was above the minimum, and each one that fires first brings it closer to it.
+   * Looks for idle threads every `idleTimeoutMs` while the pool is above `minThreads`: a thread found parked twice
+   * in a row, having taken nothing in between, has been idle that long, and is stopped (one at a time, down to
+   * `minThreads`). One timer for the pool, whatever the thread count.
    */
-  #armIdle(channel: Channel): void {
-    if (channel.idleArmed || !channel.isReady || this.#serving() <= this.#options.minThreads) return;
-    channel.armIdle();
+  #armIdleCheck(): void {
+    if (this.#idleTimer !== undefined || this.#stopping || this.#serving() <= this.#options.minThreads) return;
+    this.#idleTimer = this.#options.clock.setTimer(
+      () => {
+        this.#idleTimer = undefined;
+        this.#idleCheck();
+        this.#armIdleCheck();
+      },
+      this.#options.idleTimeoutMs,
+      { unref: true },
+    );
   }
 
-  #onCommit(change: ChangeSet): void {
-    this.#board.publishCommittedIndex(change.index);
-    let any = false;
+  #idleCheck(): void {
     for (const channel of this.#channels) {
-      if (channel === undefined || channel.ended) continue;
-      channel.addChange(change);
-      any = true;
+      if (channel === undefined || !channel.isReady) continue;
+      const now = this.#queue.parkState(channel.index);
+      const before = channel.idleSeen;
+      channel.idleSeen = now;
+      if (before === undefined || !before.parked || !now.parked || before.taken !== now.taken || channel.pinned.size > 0) continue;
+      if (this.#serving() <= this.#options.minThreads) return;
+      channel.stop();
+      this.#queue.wakeThread(channel.index);
     }
-    if (any) this.#scheduleFlush();
+  }
+
+  #terminateAll(): void {
+    for (const channel of this.#channels) channel?.terminateByStop(new ThreadExitedError('Expected a running pool, but it was stopped'));
+  }
+
+  async #stop(force: boolean): Promise<void> {
+    this.#stopping = true;
+    // A start() still waiting for its threads ends now (the engine sees the stop); it is only woken by events.
+    this.#notifyReady();
+    this.#unsubscribe();
+    if (this.#idleTimer !== undefined) this.#options.clock.clearTimer(this.#idleTimer);
+    this.#idleTimer = undefined;
+    const { slots } = this.#options;
+    this.#sync();
+    const lost = (): Outcome => ({ status: 'lost', error: new ThreadExitedError('Expected a running pool, but it was stopped') });
+    for (const pending of [...this.#ledger.unstartedItems(), ...this.#unpinned.splice(0)]) {
+      // Make sure no thread starts it after all; one that a thread did start reports its outcome.
+      const { slot, generation } = pending.item;
+      if (slots.cancel(slot, generation) && slots.canceledBeforeStart(slot, generation)) this.#settle(pending, lost());
+    }
+    for (const channel of this.#channels) {
+      if (channel === undefined) continue;
+      for (const pending of [...channel.pinned]) {
+        const { slot, generation } = pending.item;
+        if (slots.state(slot) === SlotState.CLAIMED && slots.generation(slot) === generation && slots.cancel(slot, generation)) this.#settle(pending, lost());
+      }
+    }
+    if (force) this.#terminateAll();
+    else for (const channel of this.#channels) channel?.stop();
+    this.#queue.wakeAll();
+    await Promise.allSettled([...this.#loops]);
+    this.#destroyed = true;
+    await this.#piscina.destroy();
+    this.#logs.close();
   }
 
   #whenReady(count: number): Promise<void> {
@@ -891,3 +875,15 @@ export class ThreadPool {
 }
 
 const isOpen = (c: Channel | undefined): c is Channel => c !== undefined && c.isReady;
+
+/** The outcome a thread reported, as the pool's callers see it. */
+function outcomeFrom(outcome: ItemOutcome): Outcome {
+  switch (outcome.status) {
+    case 'ok':
+      return outcomeOf('ok', outcome.value, outcome.waitedMs);
+    case 'error':
+      return outcomeOf('error', outcome.error, outcome.retryable ? 1 : 0, outcome.value);
+    case 'canceled':
+      return CANCELED;
+  }
+}

@@ -13,7 +13,7 @@ import type { Clock, TimerHandle } from '../clock.js';
 import { InvalidArgumentError, InvalidStateError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import type { Logger } from '../observability/logger.js';
-import { adoptRecord } from '../state/values.js';
+import { adoptRecord } from '../state/sealed.js';
 import { TablesVersion } from '../state/versioned-tables.js';
 import { waitForFeedIndex } from '../state/wait-for-feed-index.js';
 import { runTransaction, Transaction } from '../state/write-txn.js';

@@ -107,6 +107,11 @@ export class ByteWriter {
     this.#at = 0;
   }
 
+  /** Drops what was written after `length` bytes. */
+  truncate(length: number): void {
+    if (length < this.#at) this.#at = length;
+  }
+
   u8(n: number): void {
     this.#room(1);
     this.#bytes[this.#at++] = n;
@@ -148,6 +153,18 @@ export class ByteWriter {
       bytes[at++] = c;
     }
     this.#at = at;
+  }
+
+  /** Starts a blob whose bytes are written next (a value, say): returns where its length goes (see `endBlob`). */
+  startBlob(): number {
+    const at = this.#at;
+    this.u32(0);
+    return at;
+  }
+
+  /** Ends the blob started at `at`: its length is what was written since. */
+  endBlob(at: number): void {
+    this.#view.setUint32(at, this.#at - at - 4, true);
   }
 
   /** Raw bytes with their length. */
@@ -356,9 +373,14 @@ export class ByteReader {
     return s;
   }
 
+  /**
+   * Raw bytes, copied out (they may sit in shared memory that is written again). Small ones share Node's buffer
+   * pool (`Buffer.allocUnsafe`, filled at once): a backing store of their own costs several times the copy.
+   */
   blob(): Uint8Array {
     const n = this.u32();
-    const out = this.#bytes.slice(this.#at, this.#at + n);
+    const out = Buffer.allocUnsafe(n);
+    out.set(this.#bytes.subarray(this.#at, this.#at + n));
     this.#at += n;
     return out;
   }

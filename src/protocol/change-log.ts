@@ -10,6 +10,8 @@
  *   published with `Atomics.store` after the record's bytes: a reader that loads `HEAD` sees every record before it.
  * - `RESERVED` (Int32): where the record being written ends, published before its bytes are written: the furthest
  *   the writer may be touching.
+ * - `WAITERS` (Int32): readers waiting for a commit they need (`changed`); main notifies `HEAD` after an append only
+ *   while there are some, so a commit costs nothing more when nobody waits.
  * Main never waits for a reader. A reader that fell more than a ring behind finds its records overwritten: it loads
  * `RESERVED` after decoding a record, and when the writer may have reached into the bytes it read (a seqlock's
  * check), it stops and says so (`lapped`). Its replica must then be reset from a full copy of the state, which
@@ -24,6 +26,7 @@ import { ByteReader, ByteWriter, type SharedBuffers } from './byte-codec.js';
 const HEADER_BYTES = 64;
 const HEAD = 0;
 const RESERVED = 1;
+const WAITERS = 2;
 const WRAP = 0xffffffff;
 const RECORD_HEADER_BYTES = 16;
 const KIND_PUT = 1;
@@ -40,6 +43,15 @@ function ringCapacity(buffer: SharedArrayBuffer): number {
   return buffer.byteLength - HEADER_BYTES;
 }
 
+/**
+ * The bytes of a change's value when it holds them already (a value kept sealed: see `state/sealed.ts`), so that
+ * they are copied into the log as they are; undefined for a value to encode.
+ */
+export type SealedBytesOf = (change: RecordChange) => Uint8Array | undefined;
+
+/** What a reader makes of a value's bytes (copied out of the ring): a sealed value, decoded where it is read. */
+export type Seal = (bytes: Uint8Array) => unknown;
+
 /** Main: appends each commit. */
 export class ChangeLogWriter {
   readonly buffer: SharedArrayBuffer;
@@ -48,9 +60,11 @@ export class ChangeLogWriter {
   readonly #capacity: number;
   readonly #mask: number;
   readonly #writer = new ByteWriter(NO_SHARED, 4096);
+  readonly #sealedBytes: SealedBytesOf;
   #position = 0;
 
-  constructor(capacity = DEFAULT_CHANGE_LOG_BYTES) {
+  constructor(capacity = DEFAULT_CHANGE_LOG_BYTES, sealedBytes: SealedBytesOf = () => undefined) {
+    this.#sealedBytes = sealedBytes;
     if (!Number.isInteger(Math.log2(capacity)) || capacity < 4096) throw new RangeError(`Expected a power of two of at least 4096 bytes, got ${capacity}`);
     this.buffer = new SharedArrayBuffer(HEADER_BYTES + capacity);
     this.#head = new Int32Array(this.buffer, 0, HEADER_BYTES / 4);
@@ -75,7 +89,7 @@ export class ChangeLogWriter {
     w.u32(0);
     w.f64(change.index);
     w.u32(change.changes.length);
-    for (const c of change.changes) writeChange(w, c);
+    for (const c of change.changes) writeChange(w, c, this.#sealedBytes);
     const length = align8(w.length);
     if (length > this.#capacity) return false;
     let at = this.#position & this.#mask;
@@ -92,19 +106,26 @@ export class ChangeLogWriter {
     this.#ring.set(bytes, at);
     this.#position = (this.#position + length) | 0;
     Atomics.store(this.#head, HEAD, this.#position);
+    if (Atomics.load(this.#head, WAITERS) > 0) Atomics.notify(this.#head, HEAD);
     return true;
   }
 }
 
-function writeChange(w: ByteWriter, c: RecordChange): void {
+function writeChange(w: ByteWriter, c: RecordChange, sealedBytes: SealedBytesOf): void {
   w.string(c.table);
   w.string(c.key);
   w.f64(c.createIndex);
   w.f64(c.modifyIndex);
-  if (c.value === undefined) w.u8(KIND_DELETE);
+  const sealed = sealedBytes(c);
+  if (sealed !== undefined) {
+    w.u8(KIND_PUT);
+    w.blob(sealed);
+  } else if (c.value === undefined) w.u8(KIND_DELETE);
   else {
     w.u8(KIND_PUT);
+    const at = w.startBlob();
     w.value(c.value);
+    w.endBlob(at);
   }
 }
 
@@ -119,9 +140,12 @@ export class ChangeLogReader {
   readonly #capacity: number;
   readonly #mask: number;
   readonly #reader = new ByteReader(NO_SHARED);
+  readonly #seal: Seal;
   #position: number;
 
-  constructor(buffer: SharedArrayBuffer, position: number) {
+  /** `seal` makes each put's value from its bytes (by default it decodes them at once). */
+  constructor(buffer: SharedArrayBuffer, position: number, seal?: Seal) {
+    this.#seal = seal ?? decodeNow;
     this.#capacity = ringCapacity(buffer);
     this.#mask = this.#capacity - 1;
     this.#head = new Int32Array(buffer, 0, HEADER_BYTES / 4);
@@ -133,6 +157,22 @@ export class ChangeLogReader {
   /** Whether the writer has appended anything this reader has not read. */
   get behind(): boolean {
     return Atomics.load(this.#head, HEAD) !== this.#position;
+  }
+
+  /**
+   * Resolves once the writer appended past this reader's position, or after `timeoutMs` (whichever comes first):
+   * how a thread waiting for an index learns of the commit it needs without polling.
+   */
+  async changed(timeoutMs: number): Promise<void> {
+    const head = Atomics.load(this.#head, HEAD);
+    if (head !== this.#position) return;
+    Atomics.add(this.#head, WAITERS, 1);
+    try {
+      const waited = Atomics.waitAsync(this.#head, HEAD, head, timeoutMs);
+      if (waited.async) await waited.value;
+    } finally {
+      Atomics.sub(this.#head, WAITERS, 1);
+    }
   }
 
   /** Starts over at `position` (the one a full copy of the state was taken at). */
@@ -184,11 +224,17 @@ export class ChangeLogReader {
       const key = r.string();
       const createIndex = r.f64();
       const modifyIndex = r.f64();
-      const value = r.u8() === KIND_PUT ? r.value() : undefined;
+      const value = r.u8() === KIND_PUT ? this.#seal(r.blob()) : undefined;
       changes[i] = { table, key, value, createIndex, modifyIndex };
     }
     return { index, changes };
   }
+}
+
+const nowReader = new ByteReader(NO_SHARED);
+function decodeNow(bytes: Uint8Array): unknown {
+  nowReader.reset(bytes, 0);
+  return nowReader.value();
 }
 
 export const changeLogLayout = Object.freeze({ HEADER_BYTES, RECORD_HEADER_BYTES });

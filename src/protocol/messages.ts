@@ -1,14 +1,14 @@
 /**
- * Messages between the main thread and pool threads: discriminated unions, handled with exhaustive switches.
- * Imported by both sides, so it holds types and tiny helpers only.
- *
- * One work message carries the change sets a thread has not seen yet followed by new items. A port delivers
- * messages in order, so a thread always applies every commit that preceded an item before it runs that item.
- * Work and outcomes travel as the flat arrays of `wire.ts` (told apart from the other messages, which are objects,
- * by being arrays); `WorkItem` and `ItemOutcome` are their decoded shape.
+ * What main and the pool threads say to each other besides the shared memory they work through (the work queue,
+ * the result rings, the change log: see work-queue.ts, result-ring.ts, change-log.ts). Messages are for what is
+ * rare: a thread's start and readiness, a replica reset, a stop, the numbers of shared buffers, an item whose payload
+ * cannot be written as bytes, a result that does not fit its ring, and the doorbell that tells main results wait in
+ * the rings. Discriminated unions, handled with exhaustive switches. Imported by both sides, so it holds types and
+ * tiny helpers only.
  */
 import type { WireError } from '../errors.js';
 import type { ThreadLogInit } from './thread-log.js';
+import type { WorkQueueBuffers } from './work-queue.js';
 import type { ChangeSet } from '../state/types.js';
 
 /** A module reference resolved on main: an absolute `file:` URL and the export to call. */
@@ -21,6 +21,8 @@ export interface ModuleRef {
 export interface WireEvaluation {
   readonly id: string;
   readonly type: string;
+  /** 1..100: where it waits in the work queue. */
+  readonly priority: number;
   readonly modifyIndex: number;
   readonly [field: string]: unknown;
 }
@@ -58,32 +60,25 @@ export interface RunItem extends ItemBase {
 /** What main asks a thread to run. */
 export type WorkItem = EvalItem | RunItem;
 
-/**
- * What main's pool encodes: an item beside the pool's sequence number for it (the key of the pending promise on
- * main). The pool numbers its own record of the item, never the caller's object.
- */
-export interface SequencedItem {
-  readonly seq: number;
-  readonly item: WorkItem;
-}
-
-/** An item as a thread decodes it: flat, with the sequence number its outcome reports. */
+/** An item as a thread runs it: with the pool's sequence number for it, which its outcome reports. */
 export type ThreadItem = WorkItem & { readonly seq: number };
-
-/**
- * `[changeCount, ...changes, ...items]` (the layout is `wire.ts`'s). Told apart from main's other messages
- * (objects) by being an array.
- */
-export type WorkMessage = readonly unknown[] & { readonly __work: never };
-
-/** Outcomes as `wire.ts` lays them out. Told apart from a thread's other messages by being an array. */
-export type ResultMessage = readonly unknown[] & { readonly __results: never };
 
 export interface ThreadInit {
   readonly threadIndex: number;
+  /** The pool's most threads (the work queue's control words are laid out for them). */
+  readonly maxThreads: number;
   readonly slotBuffer: SharedArrayBuffer;
-  /** Shared words of every thread (`ThreadBoard`): committed index, applied index, busy time. */
+  /** Shared words of every thread (`ThreadBoard`): applied index, messages posted, busy time. */
   readonly boardBuffer: SharedArrayBuffer;
+  /** The work queue this thread takes items from. */
+  readonly queue: WorkQueueBuffers;
+  /** This thread's result ring. */
+  readonly results: SharedArrayBuffer;
+  /** The change log, and the position in it that `full` is current at. */
+  readonly changeLog: SharedArrayBuffer;
+  readonly logPosition: number;
+  /** The shared buffers items may hold, by the number main gave each (more come as `share` messages). */
+  readonly shared: ReadonlyArray<readonly [number, SharedArrayBuffer]>;
   readonly schedulers: Readonly<Record<string, ModuleRef>>;
   readonly handlers: Readonly<Record<string, ModuleRef>>;
   readonly full: ChangeSet;
@@ -91,11 +86,19 @@ export interface ThreadInit {
   readonly log: ThreadLogInit;
   /** Modules whose `exportName` registers module hooks (a TypeScript loader) main runs under; see module-hooks.ts. */
   readonly moduleHooks: readonly ModuleRef[];
-  /** How long the thread polls the board for more work once it runs out, µs (0: it never polls). */
+  /** How long the thread polls the work queue for more work once it runs out, µs (0: it parks at once). */
   readonly idleSpinUs: number;
 }
 
-export type MainToThread = WorkMessage | { readonly type: 'reset'; readonly full: ChangeSet } | { readonly type: 'stop' };
+export type MainToThread =
+  /** The replica starts over from `full`, current at `position` in the change log (it had fallen a ring behind). */
+  | { readonly type: 'reset'; readonly full: ChangeSet; readonly position: number }
+  | { readonly type: 'stop' }
+  /** Items may hold this buffer from now on, written as `id`. */
+  | { readonly type: 'share'; readonly id: number; readonly buffer: SharedArrayBuffer }
+  | { readonly type: 'unshare'; readonly id: number }
+  /** An item whose payload could not be written as bytes, for this thread to run (it is in no queue). */
+  | { readonly type: 'pinned'; readonly item: ThreadItem };
 
 /** `ms`: how long the item held the thread (its own run, waitForIndex included), for the pool's cost model. */
 export type ItemOutcome =
@@ -104,12 +107,7 @@ export type ItemOutcome =
   /** `value`: a task handler's `RunResult` `{ error, retryable?, value? }` returned (not thrown) keeps its value. */
   | { readonly seq: number; readonly status: 'error'; readonly error: WireError; readonly retryable: boolean; readonly ms: number; readonly value?: unknown }
   /** The slot was canceled while the item ran (or the item moved on past its generation). */
-  | { readonly seq: number; readonly status: 'canceled'; readonly ms: number }
-  /**
-   * The thread did not start the item: its start CAS failed, because the item was canceled before it started or
-   * because another thread it was also sent to started it first.
-   */
-  | { readonly seq: number; readonly status: 'not-started' };
+  | { readonly seq: number; readonly status: 'canceled'; readonly ms: number };
 
 /** A registered module that a thread could not load (`error`: the import's own error). */
 export interface ModuleLoadFailure {
@@ -120,22 +118,21 @@ export interface ModuleLoadFailure {
   readonly error: WireError;
 }
 
+/** The doorbell message: a number, the cheapest thing to post. */
+export const DOORBELL = 0;
+
 export type ThreadToMain =
-  | ResultMessage
+  /** The doorbell: results wait in this thread's ring (sent only while main armed it). */
+  | typeof DOORBELL
+  /**
+   * An outcome that could not go through the thread's result ring (larger than a quarter of it, or holding shared
+   * memory main never numbered), for the item of `slot` at claim `generation`.
+   */
+  | { readonly type: 'outcome'; readonly slot: number; readonly generation: number; readonly outcome: ItemOutcome }
   /** `loadErrors`: the registered modules this thread could not load (absent when it loaded them all). */
   | { readonly type: 'ready'; readonly threadIndex: number; readonly loadErrors?: readonly ModuleLoadFailure[] }
-  /** The replica saw a gap in the change stream and needs a full state. */
+  /** The replica fell a ring behind the change log (or saw a gap in the feed) and needs a full state. */
   | { readonly type: 'resync'; readonly appliedIndex: number };
-
-/** A work message (an array), as opposed to main's control messages (objects). */
-export function isWorkMessage(message: MainToThread): message is WorkMessage {
-  return Array.isArray(message);
-}
-
-/** A results message (an array), as opposed to a thread's control messages (objects). */
-export function isResultMessage(message: ThreadToMain): message is ResultMessage {
-  return Array.isArray(message);
-}
 
 export function assertNever(value: never): never {
   throw new Error(`Unexpected message: ${JSON.stringify(value)}`);

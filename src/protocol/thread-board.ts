@@ -1,23 +1,14 @@
 /**
  * Shared words between main and the pool threads, laid out in one place (imported by both sides). One 16-byte row
  * per thread, after one header row:
- * - header `COMMITTED_INDEX`: the state store's index, published by main on every commit. A thread compares it
- *   with its replica between items and pulls the pending change sets when it is behind, so the items of one batch
- *   see each other's commits instead of all planning against the state the batch was sent with.
  * - per thread `APPLIED_INDEX` (Int32): the index the thread's replica has applied (thread writes, main reads).
- * - per thread `POSTED` (Int32): a count main raises after each message it posts to the thread, when threads poll
- *   while idle (`idleSpinUs`). A polling thread reads it instead of its port: when it moves, a message is waiting,
- *   and the thread takes it with `receiveMessageOnPort` without going back to its event loop to be woken.
+ * - per thread `POSTED` (Int32): a count main raises after each message it posts to the thread. A thread busy with
+ *   items reads it between two of them instead of its port: when it moves, a message is waiting, and the thread
+ *   takes it with `receiveMessageOnPort` without going back to its event loop.
  * - per thread `BUSY_MS` (Float64): milliseconds spent running items, for utilization. A statistic with a single
  *   writer: a plain store is enough.
- *
- * A doorbell that parks idle threads in `Atomics.wait` (Piscina's sync mode) is not used: `Atomics.notify` blocks
- * main while the thread wakes, and parking holds back the promise jobs a thread's last items left behind
- * (docs/performance.md, "Tried and dropped"). Polling for a bounded time, then going back to the event loop, has
- * neither cost.
  */
 const ROW_BYTES = 16;
-const HEADER = Object.freeze({ COMMITTED_INDEX: 0 });
 const ROW = Object.freeze({ APPLIED_INDEX_INT32: 0, POSTED_INT32: 1, BUSY_MS_FLOAT64: 1 });
 
 export class ThreadBoard {
@@ -41,14 +32,6 @@ export class ThreadBoard {
     return this.#int32.buffer as SharedArrayBuffer;
   }
 
-  publishCommittedIndex(index: number): void {
-    Atomics.store(this.#int32, HEADER.COMMITTED_INDEX, index);
-  }
-
-  committedIndex(): number {
-    return Atomics.load(this.#int32, HEADER.COMMITTED_INDEX);
-  }
-
   appliedIndex(thread: number): number {
     return Atomics.load(this.#int32, ((thread + 1) * ROW_BYTES) / 4 + ROW.APPLIED_INDEX_INT32);
   }
@@ -62,7 +45,7 @@ export class ThreadBoard {
     Atomics.add(this.#int32, ((thread + 1) * ROW_BYTES) / 4 + ROW.POSTED_INT32, 1);
   }
 
-  /** How many messages main has posted to `thread` (while polling is on). */
+  /** How many messages main has posted to `thread`. */
   posted(thread: number): number {
     return Atomics.load(this.#int32, ((thread + 1) * ROW_BYTES) / 4 + ROW.POSTED_INT32);
   }

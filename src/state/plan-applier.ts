@@ -6,6 +6,7 @@ import { isRegistry, Registry } from '../observability/metrics.js';
 import { planMetrics, type PlanMetrics } from './plan-metrics.js';
 import { PlanQueue, type Queued } from './plan-queue.js';
 import { checkPlan, checkVersions, runEvaluatePlan, type CheckedPlan } from './plan-validation.js';
+import { storedValue } from './sealed.js';
 import { StateStore } from './state-store.js';
 import type { EvaluatePlan, Plan, PlanResult, PlanWrite, Snapshot } from './types.js';
 
@@ -176,7 +177,7 @@ export class PlanApplier implements PlanBackend {
           if (rejected[i]) continue;
           const w = writes[i]!;
           if (w.delete === true) txn.delete(w.table, w.key);
-          else txn.put(w.table, w.key, w.value);
+          else txn.put(w.table, w.key, storedValue(w));
         }
       });
       // Deleting records that were already absent commits nothing: report 0, there is no index to wait for.

@@ -1,6 +1,7 @@
 import { describeValue, InvalidPlanError, UnknownTableError, UserCodeError } from '../errors.js';
 import { assertKey } from '../storable-key.js';
 import type { EvaluatePlan, Plan, PlanWrite, Snapshot } from './types.js';
+import { planWrite, sealedOf } from './sealed.js';
 import { ownValue } from './values.js';
 
 export const planDefaults = Object.freeze({ priority: 50, minPriority: 1, maxPriority: 100 });
@@ -61,7 +62,9 @@ export function checkPlan(plan: unknown, tables: readonly string[]): CheckedPlan
     const key: unknown = w.key;
     const readIndex: unknown = w.readIndex;
     const del: unknown = w.delete;
-    const value: unknown = w.value;
+    // A sealed value (a plan's, from a pool thread) is read from its bytes only where someone reads it.
+    const sealed = sealedOf(w);
+    const value: unknown = sealed ?? w.value;
     if (typeof table !== 'string' || !tables.includes(table)) throw new UnknownTableError(table, tables);
     // A key either backend can hold exactly (storable-key.ts): checked here, so that one bad write refuses its own
     // plan at submit and never reaches a commit batch that other plans share.
@@ -75,7 +78,7 @@ export function checkPlan(plan: unknown, tables: readonly string[]): CheckedPlan
       if (value !== undefined) throw new InvalidPlanError(`${name}.value`, '`undefined` in a delete', value);
       copy = { table, key, delete: true, readIndex: readIndex as number };
     } else {
-      copy = { table, key, value: ownValue(value, `${name}.value`, InvalidPlanError), readIndex: readIndex as number };
+      copy = planWrite(table, key, sealed ?? ownValue(value, `${name}.value`, InvalidPlanError), readIndex as number);
     }
     let keys = seen.get(table);
     if (keys === undefined) seen.set(table, (keys = new Set()));

@@ -1,6 +1,6 @@
 import { InvalidArgumentError, ReplicaGapError } from '../errors.js';
 import type { ChangeSet, RecordChange, Snapshot } from './types.js';
-import { adoptRecord } from './values.js';
+import { adoptRecord } from './sealed.js';
 import { TablesVersion, type TablesDraft } from './versioned-tables.js';
 
 /**

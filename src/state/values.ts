@@ -1,6 +1,5 @@
 import { isSharedArrayBuffer } from 'node:util/types';
 import { InvalidArgumentError } from '../errors.js';
-import type { RecordChange, StoredRecord } from './types.js';
 
 /**
  * Ownership of stored values. The store keeps values that nobody else can change: a value given to `put` is copied
@@ -52,11 +51,6 @@ export function adoptValue<T>(value: T): T {
   deepFreeze(value, false);
   owned.add(value);
   return value;
-}
-
-/** The record a put change stores: frozen, its value adopted (it came from the change stream or the log). */
-export function adoptRecord(c: RecordChange): StoredRecord {
-  return Object.freeze({ table: c.table, key: c.key, value: adoptValue(c.value), createIndex: c.createIndex, modifyIndex: c.modifyIndex });
 }
 
 /**

@@ -1,5 +1,6 @@
 import { InvalidArgumentError, UnknownTableError } from '../errors.js';
 import { HashTrie, newEditToken, type EditToken } from './hash-trie.js';
+import { storedRecord } from './sealed.js';
 import type { RecordChange, Snapshot, StoredRecord } from './types.js';
 
 /**
@@ -111,13 +112,13 @@ export class TablesDraft {
     return records?.get(key);
   }
 
-  /** Writes `value` (already owned and frozen by the caller) under the draft's index. */
+  /** Writes `value` (already owned and frozen by the caller, or sealed) under the draft's index. */
   put(table: string, key: string, value: unknown): StoredRecord {
     const records = this.#table(table, true)!;
     checkKey(key);
     this.#touch(table, key);
     const createIndex = records.get(key)?.createIndex ?? this.index;
-    const record: StoredRecord = Object.freeze({ table, key, value, createIndex, modifyIndex: this.index });
+    const record = storedRecord(table, key, value, createIndex, this.index);
     this.#tables.set(table, records.set(key, record, this.#edit));
     return record;
   }

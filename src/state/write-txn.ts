@@ -1,6 +1,7 @@
 import { InvalidArgumentError, InvalidStateError } from '../errors.js';
 import { assertKey } from '../storable-key.js';
 import type { StoredRecord, WriteTxn } from './types.js';
+import { SealedValue } from './sealed.js';
 import { ownValue } from './values.js';
 import type { TablesDraft } from './versioned-tables.js';
 
@@ -29,7 +30,8 @@ export class Transaction implements WriteTxn {
   put(table: string, key: string, value: unknown): void {
     const draft = this.#open('put');
     checkKey(key);
-    const owned = ownValue(value, `value of ${table}/${key}`);
+    // A sealed value (a plan's, from a pool thread) is immutable bytes already: stored as it is.
+    const owned = value instanceof SealedValue ? value : ownValue(value, `value of ${table}/${key}`);
     draft.put(table, key, owned);
     this.#record?.(table, key, owned);
   }

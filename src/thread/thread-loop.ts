@@ -1,52 +1,44 @@
 /**
- * The long-lived loop of one pool thread. Piscina owns the thread (creation, replacement after a crash,
- * termination, resource limits); this loop owns the work: it keeps the replica current from the change stream,
- * runs items one at a time (the work is CPU-bound: running two at once on one thread only interleaves them), and
- * streams results back.
+ * The long-lived loop of one pool thread. Piscina owns the thread (creation, replacement after a crash, termination,
+ * resource limits); this loop owns the work: it takes the best item from the shared work queue whenever it is free
+ * (an item main had to send by message, `pinned`, first), keeps its replica current from the shared change log up to
+ * what the item needs, runs the item, and appends its outcome to its result ring before it takes the next one. So a
+ * thread never holds work it has not started, and a result never waits behind another item.
  *
- * When results are sent. A message per result costs both threads (a postMessage here, a message event and a refill
- * on main), which is most of the cost of a tiny item; so results of items that complete back to back are coalesced.
- * But a result waiting in the outbox waits for whatever runs next, and a synchronous item blocks this thread's event
- * loop, so nothing can send it until that item ends: its ack is late, a crash of that item takes the finished
- * results with it (their items are counted lost and run again), and a canceled result held there lets main's cancel
- * grace timer terminate the thread under an innocent item. The next item's duration is unknown, so the outbox is
- * sent before starting the next item unless all of these hold:
- * - recent items were tiny (`#typicalMs`, a running estimate that jumps up at once on a long item and decays over a
- *   few dozen items), so the next one most likely is too;
- * - the oldest held result is younger than FLUSH_AFTER_MS;
- * - the item just finished was not canceled (a canceled result always goes at once: see the grace timer above).
- * A held outbox is also sent from the next macrotask (`setImmediate`), which runs as soon as an item awaits anything
- * real (I/O, a timer, `waitForIndex`); a run of tiny synchronous items never yields to it, so it costs one
- * `setImmediate` per run. What remains: a long synchronous item that follows a run of tiny ones holds at most
- * FLUSH_AFTER_MS worth of their results, since no estimate can see it coming.
+ * Out of work, it polls the queue for `idleSpinUs` (when main allows it a spare core), then parks on its park word
+ * (`Atomics.waitAsync`, so its event loop keeps running what user code left behind: timers, I/O). Busy, it goes back
+ * to its event loop once every YIELD_MS, for the same reason; messages from main (a reset, a stop, a shared buffer,
+ * a pinned item) are taken between items whenever the board says one was posted.
+ *
+ * Results: the outcome goes into the ring; when main armed the doorbell, the one thread that claims it posts a
+ * number to main. A result the ring cannot take goes by message.
  */
 import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import { performance } from 'node:perf_hooks';
 import { CanceledError, UserCodeError, toWire } from '../errors.js';
 import type { Logger } from 'pino';
-import type { ItemOutcome, MainToThread, ThreadInit, ThreadItem, ThreadToMain } from '../protocol/messages.js';
-import { assertNever, isWorkMessage } from '../protocol/messages.js';
+import { ByteReader, ByteWriter, UnknownSharedBuffer } from '../protocol/byte-codec.js';
+import { ChangeLogReader } from '../protocol/change-log.js';
+import { DOORBELL, assertNever, type ItemOutcome, type MainToThread, type ThreadInit, type ThreadItem, type ThreadToMain } from '../protocol/messages.js';
+import { readItem, writeOutcome } from '../protocol/records.js';
+import { ResultRingWriter } from '../protocol/result-ring.js';
+import { ThreadSharedRegistry } from '../protocol/shared-registry.js';
+import { ThreadBoard } from '../protocol/thread-board.js';
+import { WorkQueueReader } from '../protocol/work-queue.js';
 import { ThreadPhase } from '../slots/slot-layout.js';
 import { SlotTable } from '../slots/slot-table.js';
 import { Replica } from '../state/replica.js';
+import { seal } from '../state/sealed.js';
 import type { ChangeSet } from '../state/types.js';
-import { ThreadBoard } from '../protocol/thread-board.js';
-import { decodeWork, encodeResults } from '../protocol/wire.js';
 import { ThreadWorkContext, type ThreadServices } from './context.js';
 import { IndexWaiter } from './index-waiter.js';
 import { createThreadLogger } from './log-forwarder.js';
 import { ModuleTable, registerModuleHooks, type UserFunction } from './modules.js';
 
-/** Longest a finished result waits in the outbox while tiny items run after it. */
-export const FLUSH_AFTER_MS = 1;
-/**
- * Items whose typical duration is below this are "tiny": their results are coalesced. 50 µs is ~10× what sending a
- * message costs the two threads, so above it a message per result costs under a tenth of the work; below it the
- * messages would dominate (the no-op throughput benchmark runs items of a few µs).
- */
-export const TINY_ITEM_MS = 0.05;
-/** How fast `#typicalMs` comes down after a long item: by this share of the gap per item. */
-export const TYPICAL_DECAY = 0.25;
+/** Longest the loop runs items back to back before it lets its event loop run once. */
+export const YIELD_MS = 1;
+/** How long a wait for an index sleeps on the change log before it looks again anyway (a reset may have come). */
+const LOG_WAIT_MS = 50;
 
 /** Where the loop reads time (ms, any origin): `performance`, or a test's clock. */
 export interface LoopClock {
@@ -59,51 +51,52 @@ export class ThreadLoop {
   readonly #clock: LoopClock;
   readonly #slots: SlotTable;
   readonly #board: ThreadBoard;
+  readonly #queue: WorkQueueReader;
+  readonly #results: ResultRingWriter;
+  readonly #log: ChangeLogReader;
+  readonly #shared = new ThreadSharedRegistry();
+  readonly #reader: ByteReader;
+  readonly #writer: ByteWriter;
   readonly #replica = new Replica();
   readonly #waiter: IndexWaiter;
   readonly #schedulers: ModuleTable;
   readonly #handlers: ModuleTable;
   readonly #logger: Logger;
-  #queue: ThreadItem[] = [];
-  #head = 0;
-  #draining = false;
-  #outbox: ItemOutcome[] = [];
-  /** When the oldest result in the outbox was added (meaningful while the outbox is not empty). */
-  #heldSince = 0;
-  /** A `setImmediate` that sends a held outbox is armed. */
-  #sendArmed = false;
-  readonly #sendHeldFn = (): void => {
-    this.#sendArmed = false;
-    this.#flush();
-  };
-  /**
-   * Running estimate of how long an item takes, in ms: set to an item's duration when it is longer, else moved
-   * towards it by TYPICAL_DECAY. Starts at FLUSH_AFTER_MS (not tiny) so that a new thread's first results go at once.
-   */
-  #typicalMs = FLUSH_AFTER_MS;
-  /** When the last item ended (one clock read per item serves busy time and the flush decision). */
-  #lastItemEnd = 0;
-  #awaitingReset = false;
-  /** `idleSpinUs` in ms: how long to poll for work once out of it (0: never). */
-  readonly #pollMs: number;
-  /** The board's `POSTED` count for this thread as of the last pull while polling. */
-  #seenPosted = 0;
-  #stopRequested = false;
-  #stopped: (() => void) | undefined;
   readonly #services: ThreadServices;
-  readonly #applyChangeFn = (change: ChangeSet): void => this.#applyChange(change);
+  readonly #index: number;
+  /** Items main sent by message: run before anything from the queue. */
+  readonly #pinned: ThreadItem[] = [];
+  #stopRequested = false;
+  #awaitingReset = false;
+  /** The board's `POSTED` count for this thread as of the last look at the port. */
+  #seenPosted = 0;
+  #lastYield = 0;
+  /** A wait for an index is following the change log. */
+  #following = false;
+  /** Outcomes were appended since the doorbell was last rung. */
+  #unrung = false;
+  readonly #spinMs: number;
+  readonly #applyFn = (change: ChangeSet): void => this.#apply(change);
+  readonly #startFn = (slot: number, generation: number): boolean => this.#slots.start(slot, generation, this.#index + 1);
 
   constructor(port: MessagePort, init: ThreadInit, clock: LoopClock = performance) {
     this.#port = port;
     this.#init = init;
     this.#clock = clock;
+    this.#index = init.threadIndex;
     this.#slots = SlotTable.attach(init.slotBuffer);
     this.#board = ThreadBoard.attach(init.boardBuffer);
+    this.#queue = new WorkQueueReader(init.queue, init.threadIndex, init.maxThreads);
+    this.#results = new ResultRingWriter(init.results);
+    this.#log = new ChangeLogReader(init.changeLog, init.logPosition, seal);
+    for (const [id, buffer] of init.shared) this.#shared.share(id, buffer);
+    this.#reader = new ByteReader(this.#shared);
+    this.#writer = new ByteWriter(this.#shared);
     this.#waiter = new IndexWaiter(() => this.#replica.appliedIndex);
     this.#schedulers = new ModuleTable(init.schedulers, 'scheduler', init.threadIndex);
     this.#handlers = new ModuleTable(init.handlers, 'handler', init.threadIndex);
     this.#logger = createThreadLogger(init.log);
-    this.#pollMs = init.idleSpinUs / 1000;
+    this.#spinMs = init.idleSpinUs / 1000;
     this.#replica.reset(init.full);
     this.#publishIndex();
     this.#services = {
@@ -111,7 +104,7 @@ export class ThreadLoop {
       threadIndex: init.threadIndex,
       snapshot: () => this.#replica.snapshot(),
       logger: this.#logger,
-      waitForIndex: (index, limitMs, signal) => this.#waiter.wait(index, limitMs, signal),
+      waitForIndex: (index, limitMs, signal) => this.#waitForIndex(index, limitMs, signal),
     };
   }
 
@@ -119,122 +112,196 @@ export class ThreadLoop {
   async run(): Promise<void> {
     await registerModuleHooks(this.#init.moduleHooks, this.#logger);
     const loadErrors = (await Promise.all([this.#schedulers.preload(), this.#handlers.preload()])).flat();
-    const done = new Promise<void>((resolve) => (this.#stopped = resolve));
-    this.#port.on('message', (message: MainToThread) => this.#onMessage(message));
-    this.#port.once('close', () => this.#stopped?.());
-    this.#post({ type: 'ready', threadIndex: this.#init.threadIndex, ...(loadErrors.length > 0 ? { loadErrors } : {}) });
-    await done;
+    this.#port.on('message', (message: MainToThread) => {
+      this.#onMessage(message);
+      // A message may be work (pinned) or a stop: a parked loop must look.
+      this.#queue.unpark();
+    });
+    this.#port.once('close', () => {
+      this.#stopRequested = true;
+      this.#queue.unpark();
+    });
+    this.#post({ type: 'ready', threadIndex: this.#index, ...(loadErrors.length > 0 ? { loadErrors } : {}) });
+    await this.#loop();
     this.#port.close();
   }
 
-  #onMessage(message: MainToThread): void {
-    if (isWorkMessage(message)) {
-      if (decodeWork(message, this.#applyChangeFn, this.#queue) > 0 && !this.#draining) {
-        this.#draining = true;
-        void this.#drain();
+  async #loop(): Promise<void> {
+    this.#lastYield = this.#clock.now();
+    for (;;) {
+      this.#pullMessages();
+      if (this.#stopRequested) {
+        this.#ring();
+        return;
       }
-      return;
+      const item = this.#next();
+      // The doorbell for the outcome before goes once the next item has been taken: main, reading the outcome,
+      // then sees that item leave the queue too, and counts its deadline from about when it really started.
+      this.#ring();
+      if (item !== undefined) {
+        await this.#serve(item);
+        if (this.#clock.now() - this.#lastYield >= YIELD_MS) await this.#yield();
+        continue;
+      }
+      if (this.#spinMs > 0 && this.#spin()) continue;
+      const parked = this.#queue.park();
+      if (parked !== undefined) await parked;
+      this.#lastYield = this.#clock.now();
     }
+  }
+
+  /** Rings main's doorbell for the outcomes appended since the last ring, when main armed it. */
+  #ring(): void {
+    if (!this.#unrung) return;
+    this.#unrung = false;
+    if (this.#queue.claimDoorbell()) this.#port.postMessage(DOORBELL satisfies ThreadToMain);
+  }
+
+  /** The next item to run, started (its slot is RUNNING, owned by this thread): a pinned one, or the queue's best. */
+  #next(): ThreadItem | undefined {
+    while (this.#pinned.length > 0) {
+      const item = this.#pinned.shift()!;
+      if (this.#slots.start(item.slot, item.generation, this.#index + 1)) return item;
+    }
+    const entry = this.#queue.take(this.#startFn);
+    if (entry === undefined) return undefined;
+    return this.#decode(entry.slot, entry.generation);
+  }
+
+  /**
+   * Reads an item taken from the queue. Its record may name a shared buffer whose number is still on its way (main
+   * posted it before it published the item): the port is read until it is there.
+   */
+  #decode(slot: number, generation: number): ThreadItem {
+    for (;;) {
+      try {
+        this.#reader.reset(this.#queue.body(slot), 0);
+        return readItem(this.#reader, slot, generation);
+      } catch (error) {
+        if (!(error instanceof UnknownSharedBuffer) || !this.#pullMessages(true)) throw error;
+      }
+    }
+  }
+
+  /** Polls for work for `idleSpinUs`: true when some came (or a message). */
+  #spin(): boolean {
+    const until = this.#clock.now() + this.#spinMs;
+    for (let turn = 1; ; turn++) {
+      if (this.#queue.hasWork || this.#board.posted(this.#index) !== this.#seenPosted) return true;
+      // The clock costs more than the shared reads: look at it every few dozen turns.
+      if (turn % 32 === 0 && this.#clock.now() >= until) return false;
+    }
+  }
+
+  #yield(): Promise<void> {
+    return new Promise<void>((resolve) =>
+      setImmediate(() => {
+        this.#lastYield = this.#clock.now();
+        resolve();
+      }),
+    );
+  }
+
+  /** Takes what main posted (when the board says it posted something, or `force`); true when it took anything. */
+  #pullMessages(force = false): boolean {
+    const posted = this.#board.posted(this.#index);
+    if (!force && posted === this.#seenPosted) return false;
+    this.#seenPosted = posted;
+    let took = false;
+    for (let m = receiveMessageOnPort(this.#port); m !== undefined; m = receiveMessageOnPort(this.#port)) {
+      this.#onMessage(m.message as MainToThread);
+      took = true;
+    }
+    return took;
+  }
+
+  #onMessage(message: MainToThread): void {
     switch (message.type) {
       case 'reset':
         this.#replica.reset(message.full);
+        this.#log.reset(message.position);
         this.#awaitingReset = false;
         this.#publishIndex();
         return;
       case 'stop':
         this.#stopRequested = true;
-        this.#stopped?.();
+        return;
+      case 'share':
+        this.#shared.share(message.id, message.buffer);
+        return;
+      case 'unshare':
+        this.#shared.forget(message.id);
+        return;
+      case 'pinned':
+        this.#pinned.push(message.item);
         return;
       default:
         assertNever(message);
     }
   }
 
-  #applyChange(change: ChangeSet): void {
-    if (this.#awaitingReset) return;
-    if (change.index <= this.#replica.appliedIndex) return;
-    if (change.index !== this.#replica.appliedIndex + 1) {
-      // A gap can only mean a lost message; ask for the whole state rather than run on a wrong view.
-      this.#awaitingReset = true;
-      this.#post({ type: 'resync', appliedIndex: this.#replica.appliedIndex });
-      return;
-    }
-    this.#replica.apply(change);
+  /** Applies what the change log has that the replica lacks; a replica a ring behind asks main for a reset. */
+  #catchUp(): void {
+    if (this.#awaitingReset || !this.#log.behind) return;
+    if (this.#log.catchUp(this.#applyFn) === 'lapped') this.#needReset();
     this.#publishIndex();
   }
 
+  #apply(change: ChangeSet): void {
+    if (this.#awaitingReset || change.index <= this.#replica.appliedIndex) return;
+    // A feed that jumped (a shared store's replica was reloaded) leaves a gap: only a full state closes it.
+    if (change.index !== this.#replica.appliedIndex + 1) {
+      this.#needReset();
+      return;
+    }
+    this.#replica.apply(change);
+  }
+
+  #needReset(): void {
+    if (this.#awaitingReset) return;
+    this.#awaitingReset = true;
+    this.#post({ type: 'resync', appliedIndex: this.#replica.appliedIndex });
+  }
+
   #publishIndex(): void {
-    this.#board.publishAppliedIndex(this.#init.threadIndex, this.#replica.appliedIndex);
+    this.#board.publishAppliedIndex(this.#index, this.#replica.appliedIndex);
     this.#waiter.applied();
   }
 
-  async #drain(): Promise<void> {
-    this.#draining = true;
+  /**
+   * `waitForIndex` on this thread: resolves once the replica reaches `index`. While someone waits, the loop follows
+   * the change log (woken by main's notify when a commit lands, or every LOG_WAIT_MS for a reset).
+   */
+  #waitForIndex(index: number, limitMs: number, signal: AbortSignal): Promise<void> {
+    this.#catchUp();
+    const waiting = this.#waiter.wait(index, limitMs, signal);
+    if (this.#waiter.pending > 0 && !this.#following) void this.#follow();
+    return waiting;
+  }
+
+  async #follow(): Promise<void> {
+    this.#following = true;
     try {
-      while (this.#head < this.#queue.length) {
-        const item = this.#queue[this.#head]!;
-        this.#queue[this.#head++] = undefined as unknown as ThreadItem;
-        const outcome = await this.#runItem(item);
-        if (this.#outbox.length === 0) this.#heldSince = this.#lastItemEnd;
-        this.#outbox.push(outcome);
-        // Before answering, take what main has sent meanwhile: answering one item per message would lock main
-        // and thread into a one-item ping-pong, paying a message per item on both sides.
-        if (this.#head >= this.#queue.length) this.#pullPending();
-        if (this.#head >= this.#queue.length || this.#sendBeforeNext(item, outcome)) this.#flush();
-        else if (!this.#sendArmed) {
-          this.#sendArmed = true;
-          setImmediate(this.#sendHeldFn);
-        }
+      while (this.#waiter.pending > 0 && !this.#stopRequested) {
+        await this.#log.changed(LOG_WAIT_MS);
+        this.#pullMessages(true);
+        this.#catchUp();
       }
     } finally {
-      this.#queue = [];
-      this.#head = 0;
-      this.#draining = false;
-      this.#flush();
-      if (this.#pollMs > 0) this.#pollForWork();
+      this.#following = false;
     }
   }
 
-  /**
-   * Out of work: before going back to the event loop to sleep, watch the board for up to `idleSpinUs` — one shared
-   * read per turn, and the port only when the board moved — so that the next item starts without a wake-up. Ends
-   * as soon as work (a drain started by what was pulled) or a stop arrives.
-   */
-  #pollForWork(): void {
-    const index = this.#init.threadIndex;
-    const until = this.#clock.now() + this.#pollMs;
-    for (let turn = 1; !this.#draining && !this.#stopRequested; turn++) {
-      const posted = this.#board.posted(index);
-      if (posted !== this.#seenPosted) {
-        this.#seenPosted = posted;
-        this.#pullPending();
-        continue;
-      }
-      // The clock costs more than the shared read: look at it every few dozen turns.
-      if (turn % 32 === 0 && this.#clock.now() >= until) return;
-    }
-  }
-
-  /** Whether the outbox must go before the next item starts (see the module comment). */
-  #sendBeforeNext(item: ThreadItem, outcome: ItemOutcome): boolean {
-    return (
-      this.#typicalMs >= TINY_ITEM_MS ||
-      this.#lastItemEnd - this.#heldSince >= FLUSH_AFTER_MS ||
-      outcome.status === 'canceled' ||
-      // Canceled while it ran, yet it ended otherwise (it finished, or threw something else): main's grace timer
-      // is running for it all the same.
-      this.#slots.isCanceled(item.slot, item.generation)
-    );
+  async #serve(item: ThreadItem): Promise<void> {
+    const outcome = await this.#runItem(item);
+    this.#send(item, outcome);
   }
 
   async #runItem(item: ThreadItem): Promise<ItemOutcome> {
     const { slot, generation, seq } = item;
-    // The start CAS is the arbiter when main sent the item to a second thread (it takes unstarted work back from a
-    // busy thread for an idle one): exactly one thread starts it, every other one reports it not started.
-    if (!this.#slots.start(slot, generation, this.#init.threadIndex + 1)) return { seq, status: 'not-started' };
-    // Commits made while this batch ran (plans of the items before this one) are waiting on the port: apply them,
-    // so this item plans against them instead of conflicting with them.
-    if (item.kind === 'eval' && this.#board.committedIndex() > this.#replica.appliedIndex) this.#pullPending();
+    this.#queue.stamp(slot, Date.now());
+    // Commits made while earlier items ran are in the log: apply them, so this item plans against them.
+    this.#catchUp();
     const started = this.#clock.now();
     const ctx = new ThreadWorkContext(this.#services, item);
     let value: unknown;
@@ -266,15 +333,11 @@ export class ThreadLoop {
     } catch (error) {
       thrown = { error };
     }
-    // Before the result can wait in the outbox: should this thread die first, main runs the item again.
+    // Before the result is sent: should this thread die first, main runs the item again rather than count it lost.
     this.#slots.setPhase(slot, generation, ThreadPhase.FINISHED);
     ctx.close();
-    // One clock read serves the outcome, busy time and the flush decision.
-    const end = this.#clock.now();
-    const ms = end - started;
-    this.#lastItemEnd = end;
-    this.#typicalMs = ms >= this.#typicalMs ? ms : this.#typicalMs + (ms - this.#typicalMs) * TYPICAL_DECAY;
-    this.#board.addBusy(this.#init.threadIndex, ms);
+    const ms = this.#clock.now() - started;
+    this.#board.addBusy(this.#index, ms);
     if (thrown !== undefined) return failureOutcome(seq, thrown.error, this.#slots.isCanceled(slot, generation), ms);
     if (item.kind === 'run') {
       const failed = returnedFailure(seq, value, ms);
@@ -283,30 +346,35 @@ export class ThreadLoop {
     return { seq, status: 'ok', value, waitedMs, ms };
   }
 
-  #pullPending(): void {
-    for (let message = receiveMessageOnPort(this.#port); message !== undefined; message = receiveMessageOnPort(this.#port)) {
-      this.#onMessage(message.message as MainToThread);
-    }
+  /** Appends the outcome to the result ring (or sends it by message when the ring cannot take it); `#ring` tells main. */
+  #send(item: ThreadItem, outcome: ItemOutcome): void {
+    const { slot, generation } = item;
+    if (this.#appendOutcome(slot, generation, outcome)) this.#unrung = true;
+    else this.#postOutcome(slot, generation, outcome);
   }
 
-  #flush(): void {
-    if (this.#outbox.length === 0) return;
-    const results = this.#outbox;
-    this.#outbox = [];
+  #appendOutcome(slot: number, generation: number, outcome: ItemOutcome): boolean {
+    const w = this.#writer;
+    w.reset();
     try {
-      this.#port.postMessage(encodeResults(results) satisfies ThreadToMain);
+      writeOutcome(w, slot, generation, outcome);
     } catch {
-      // Some result could not be cloned (a scheduler returned a function, say): send them one by one and turn
-      // each one that fails into an error, so one bad value never costs the others their results.
-      for (const result of results) {
-        try {
-          this.#port.postMessage(encodeResults([result]) satisfies ThreadToMain);
-        } catch (error) {
-          const ms = result.status === 'not-started' ? 0 : result.ms;
-          const failure: ItemOutcome = { seq: result.seq, status: 'error', error: toWire(error), retryable: false, ms };
-          this.#port.postMessage(encodeResults([failure]) satisfies ThreadToMain);
-        }
-      }
+      // The bytes cannot carry it (or reading it threw): the message path says what becomes of it.
+      return false;
+    }
+    return this.#results.append(w.bytes);
+  }
+
+  /**
+   * An outcome by message. One whose value cannot be cloned either (a scheduler returned a function, say) becomes an
+   * error of its own: one bad value never costs the item its result.
+   */
+  #postOutcome(slot: number, generation: number, outcome: ItemOutcome): void {
+    try {
+      this.#post({ type: 'outcome', slot, generation, outcome });
+    } catch (error) {
+      const failure: ItemOutcome = { seq: outcome.seq, status: 'error', error: toWire(error), retryable: false, ms: outcome.ms };
+      this.#post({ type: 'outcome', slot, generation, outcome: failure });
     }
   }
 
@@ -318,8 +386,8 @@ export class ThreadLoop {
 /**
  * The outcome of an item whose user code threw `error`. Reading what was thrown runs user code too (getters of
  * `retryable`, `code`, `message`, `stack`, `details`; a proxy's traps, `instanceof` included), and a throw from
- * there must not escape: it would end the thread's loop and cost the thread with every item it holds. Such a value
- * is reported as a `UserCodeError` saying so, not retryable.
+ * there must not escape: it would end the thread's loop and cost the thread with the item it runs. Such a value is
+ * reported as a `UserCodeError` saying so, not retryable.
  */
 function failureOutcome(seq: number, error: unknown, canceled: boolean, ms: number): ItemOutcome {
   try {

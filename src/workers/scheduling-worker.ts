@@ -31,6 +31,8 @@ import { SlotState, ThreadPhase } from '../slots/slot-layout.js';
 import type { SlotTable } from '../slots/slot-table.js';
 import { isPromiseLike } from '../tasks/maybe-promise.js';
 import type { SchedulerResult } from '../user-functions.js';
+import { sealedOf } from '../state/sealed.js';
+import { adoptValue } from '../state/values.js';
 import type { RefusedOperation, WorkerMetrics } from './worker-metrics.js';
 import { WorkerActivity, WorkerStatus, workerTransitions, type WorkerActivityValue, type WorkerStatusValue } from './worker-status.js';
 
@@ -236,8 +238,9 @@ export class SchedulingWorker implements StartObserver {
       // thread. It is no hang of its own; should that thread die, the pool runs the item again.
       if (slots.state(this.#slot) === SlotState.RUNNING && slots.phase(this.#slot) === ThreadPhase.FINISHED) return true;
     }
-    // Started, and the pool has not seen it yet (its start message is on the way): count from now.
-    current.startedAt ??= clock.now();
+    // Started, and the pool has not told this worker yet: count from the thread's own stamp when the pool can read
+    // it on this clock, else from now.
+    current.startedAt ??= this.#deps.pool.startedAt(this.#slot, current.generation) ?? clock.now();
     return current.startedAt;
   }
 
@@ -451,6 +454,8 @@ export class SchedulingWorker implements StartObserver {
     // plan at all: the evaluation belongs to its redelivery now.
     const paused = this.#holdLease('submit', evaluation, token, true);
     if (!(typeof paused === 'boolean' ? paused : await paused)) return undefined;
+    // The plan is the worker's own (the pool hands out fresh copies): its values are adopted, not copied again.
+    adoptWriteValues(plan.writes);
     const submitted = metrics.startSubmit();
     let result: PlanOutcome;
     try {
@@ -659,4 +664,15 @@ function isDeliveryRefusal(error: unknown): boolean {
 
 function isPlanShape(value: unknown): value is Exclude<SchedulerResult, undefined | void> {
   return value !== null && typeof value === 'object' && Array.isArray((value as { writes?: unknown }).writes);
+}
+
+/**
+ * Takes ownership of the values of a plan's writes (frozen in place, not copied): see `adoptValue`. A sealed value
+ * (the usual case: a plan from a pool thread) is owned already, and read only where someone reads it.
+ */
+function adoptWriteValues(writes: readonly unknown[]): void {
+  for (let i = 0; i < writes.length; i++) {
+    const write = writes[i];
+    if (write !== null && typeof write === 'object' && sealedOf(write) === undefined) adoptValue((write as { value?: unknown }).value);
+  }
 }

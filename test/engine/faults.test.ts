@@ -42,7 +42,6 @@ const TASKS = 200;
 const THREADS = 6;
 /** Evaluations in flight at once (one per worker): a hang holds at most WORKERS / THREADS of them behind it. */
 const WORKERS = 48;
-const BATCH = 16;
 /** Short, but far above the time a healthy evaluation takes even on a loaded machine. */
 const NACK_TIMEOUT_MS = 500;
 const DELIVERY_LIMIT = 4;
@@ -86,7 +85,6 @@ test(`faults: ${EVALUATIONS} evaluations and ${TASKS} cron tasks with injected f
   const engine = createEngine({
     threads: THREADS,
     workers: WORKERS,
-    batchSize: BATCH,
     schedulers: { fault: fixture('fault-scheduler'), noop: fixture('noop') },
     handlers: { fault: fixture('fault-handler') },
     broker: { nackTimeoutMs: NACK_TIMEOUT_MS, deliveryLimit: DELIVERY_LIMIT, initialNackDelayMs: 0, subsequentNackDelayMs: 5 },

@@ -1,29 +1,17 @@
 /**
- * Fair dispatch on real threads: work that has not started is not committed to a busy thread while another thread
- * is free. Observed through the items' own start gates and outcomes (which thread is free is decided by a gate the
- * test holds), not through timings: nothing sleeps.
+ * Fair dispatch on real threads: no thread holds work it has not started, so an item waits in the work queue for
+ * the first free thread, never behind a busy one, and the next free thread takes the best item there: highest
+ * priority first, FIFO within a priority. Observed through the items' own gates and outcomes (which thread is free
+ * is decided by a gate the test holds), not through timings: nothing sleeps.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import fc from 'fast-check';
 import { Gate, newGate, set, waitFor } from '../fixtures/gates.js';
-import { poolHarness, within, type PoolHarness } from './helpers.js';
+import { poolHarness, within } from './helpers.js';
 
-const released = (): Int32Array => {
-  const gate = newGate();
-  set(gate, Gate.RELEASE, 1);
-  return gate;
-};
-
-/** Runs enough items of each kind that the pool predicts them cheap: then they queue behind each other. */
-async function teachCheap(h: PoolHarness): Promise<void> {
-  for (let i = 0; i < 30; i++) {
-    assert.equal((await h.evaluate('gated', { gate: released() }).outcome).status, 'ok');
-    assert.equal((await h.evaluate('noop').outcome).status, 'ok');
-  }
-}
-
-test('an item of a kind never measured is not sent behind a busy thread: it waits on main for the first free thread', async (t) => {
-  const h = poolHarness({ minThreads: 2, maxThreads: 2, batchSize: 128 });
+test('an item waits in the work queue for the first free thread, on neither busy thread', async (t) => {
+  const h = poolHarness({ minThreads: 2, maxThreads: 2 });
   await h.pool.start();
   t.after(() => h.pool.stop({ force: true }));
   const first = newGate();
@@ -34,11 +22,8 @@ test('an item of a kind never measured is not sent behind a busy thread: it wait
   const b = h.evaluate('gated', { gate: second });
   await waitFor(first, Gate.STARTED, 1);
   await waitFor(second, Gate.STARTED, 1);
-  // Both threads are busy with an item whose cost nobody knows yet: the third waits on main, on neither thread.
   const c = h.evaluate('gated', { gate: third });
-  await new Promise((resolve) => setImmediate(resolve));
   assert.equal(h.pool.stats().queued, 1);
-  assert.deepEqual(h.pool.stats().perThread.map((p) => p.inflight), [1, 1]);
   set(second, Gate.RELEASE, 1);
   assert.equal((await b.outcome).status, 'ok');
   // The thread that came free takes it, while the other is still held.
@@ -50,20 +35,16 @@ test('an item of a kind never measured is not sent behind a busy thread: it wait
   assert.equal((await a.outcome).status, 'ok');
 });
 
-test('no unstarted item waits behind a busy thread while another is idle: cheap items queued behind a blocked one are taken back (property over batch sizes)', async (t) => {
-  for (const count of [1, 3, 10, 40]) {
-    const h = poolHarness({ minThreads: 2, maxThreads: 2, batchSize: 128 });
+test('no unstarted item waits behind a busy thread while another is free: every other item ends while one thread is blocked', async (t) => {
+  for (const count of [1, 3, 10, 400]) {
+    const h = poolHarness({ minThreads: 2, maxThreads: 2 });
     await h.pool.start();
-    await teachCheap(h);
     const blocker = newGate();
     try {
-      // The blocker goes to an idle thread at once, the cheap items in the next flush: predicted cheap, some of them
-      // are given to the blocker's thread too, behind it.
       const blocked = h.evaluate('gated', { gate: blocker });
-      const cheap = Array.from({ length: count }, () => h.evaluate('noop').outcome);
       await waitFor(blocker, Gate.STARTED, 1);
-      // Every one of them ends while the blocker still holds its thread: the other thread ran them all.
-      const outcomes = await within(Promise.all(cheap), `all ${count} cheap items while one thread is blocked`);
+      const cheap = Array.from({ length: count }, () => h.evaluate('noop').outcome);
+      const outcomes = await within(Promise.all(cheap), `all ${count} items while one thread is blocked`);
       for (const outcome of outcomes) assert.equal(outcome.status, 'ok');
       assert.equal(Atomics.load(blocker, Gate.RELEASE), 0);
       assert.equal(h.pool.stats().inflight, 1, 'only the blocker is still out');
@@ -78,33 +59,29 @@ test('no unstarted item waits behind a busy thread while another is idle: cheap 
   }
 });
 
-test('an item taken back from a busy thread runs exactly once: the thread it was first sent to reports it not started', async (t) => {
-  const h = poolHarness({ minThreads: 2, maxThreads: 2, batchSize: 128 });
+test('property: items waiting for a thread start highest priority first, FIFO within a priority', async (t) => {
+  const h = poolHarness({ minThreads: 1, maxThreads: 1 });
   await h.pool.start();
   t.after(() => h.pool.stop({ force: true }));
-  await teachCheap(h);
-  const blocker = newGate();
-  t.after(() => set(blocker, Gate.RELEASE, 1));
-  const blocked = h.evaluate('gated', { gate: blocker });
-  // Cheap gated items, each with its own gate: CALLS counts how many times each one ran.
-  const gates = Array.from({ length: 20 }, () => released());
-  const items = gates.map((gate) => h.evaluate('gated', { gate }).outcome);
-  await waitFor(blocker, Gate.STARTED, 1);
-  await within(Promise.all(items), 'the cheap items beside the blocked thread');
-  const takenBack = h.pool.stats().takenBack;
-  // Let the blocked thread reach what it was sent: it must skip every item another thread took.
-  set(blocker, Gate.RELEASE, 1);
-  assert.equal((await blocked.outcome).status, 'ok');
-  for (const outcome of await Promise.all(items)) assert.equal(outcome.status, 'ok');
-  await within(
-    (async () => {
-      for (let i = 0; i < 40; i++) assert.equal((await h.evaluate('noop').outcome).status, 'ok');
-    })(),
-    'the pool to serve on',
+  await fc.assert(
+    fc.asyncProperty(fc.array(fc.integer({ min: 1, max: 100 }), { minLength: 1, maxLength: 40 }), async (priorities) => {
+      const blocker = newGate();
+      const blocked = h.evaluate('gated', { gate: blocker });
+      await waitFor(blocker, Gate.STARTED, 1);
+      // The one thread is busy: everything below waits in the queue, published in this order.
+      const order = new Int32Array(new SharedArrayBuffer(4 * (priorities.length + 1)));
+      const items = priorities.map((priority, index) => h.evaluate('ordered', { order, index }, { priority }).outcome);
+      set(blocker, Gate.RELEASE, 1);
+      await blocked.outcome;
+      for (const outcome of await Promise.all(items)) assert.equal(outcome.status, 'ok');
+      const started = priorities.map((_, i) => order[1 + i]!);
+      const expected = priorities
+        .map((priority, index) => ({ priority, index }))
+        .sort((a, b) => b.priority - a.priority || a.index - b.index)
+        .map(({ index }) => index);
+      const actual = priorities.map((_, i) => i).sort((a, b) => started[a]! - started[b]!);
+      assert.deepEqual(actual, expected);
+    }),
+    { numRuns: 30 },
   );
-  gates.forEach((gate, i) => assert.equal(Atomics.load(gate, Gate.CALLS), 1, `item ${i} ran once`));
-  assert.ok(takenBack > 0, `the scenario took items back (${takenBack})`);
-  const stats = h.pool.stats();
-  assert.equal(stats.dispatched, stats.settled);
-  assert.equal(stats.inflight, 0);
 });

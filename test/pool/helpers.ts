@@ -39,7 +39,7 @@ export interface PoolHarness {
   readonly state: StateStore;
   readonly exits: ThreadExit[];
   /** Dispatches an evaluation of `type` on a fresh slot. */
-  evaluate(type: string, payload?: unknown, extra?: { minIndex?: number; fields?: Record<string, unknown> }): Dispatched;
+  evaluate(type: string, payload?: unknown, extra?: { minIndex?: number; priority?: number; fields?: Record<string, unknown> }): Dispatched;
   /** Dispatches a task run of `handler` on a fresh slot. */
   run(handler: string, payload: unknown): Dispatched;
 }
@@ -52,7 +52,7 @@ export interface Dispatched {
 
 export const POOL_DEFAULTS = Object.freeze({ cancelGraceMs: 200, idleTimeoutMs: 100 });
 
-export function poolHarness(options: { minThreads: number; maxThreads: number; batchSize: number; holdBudgetMs?: number }): PoolHarness {
+export function poolHarness(options: { minThreads: number; maxThreads: number; idleSpinUs?: number }): PoolHarness {
   const logger = pino({ level: 'silent' });
   const clock = new WatchedClock(0);
   const slots = SlotTable.create({ initialSlots: 1024 });
@@ -65,6 +65,7 @@ export function poolHarness(options: { minThreads: number; maxThreads: number; b
     schedulers: {
       gated: ref('gated'),
       noop: ref('noop'),
+      ordered: ref('ordered'),
       hostile: ref('hostile-throw'),
       held: ref('held-boot'),
     },
@@ -95,7 +96,7 @@ export function poolHarness(options: { minThreads: number; maxThreads: number; b
     evaluate(type, payload, extra = {}) {
       const { slot, generation } = claim();
       const id = `e${next++}`;
-      const evaluation = { id, type, modifyIndex: 0, payload, ...extra.fields };
+      const evaluation = { id, type, priority: extra.priority ?? 50, modifyIndex: 0, payload, ...extra.fields };
       // Frozen: the pool keeps its own record of an item and never writes into the caller's object.
       const outcome = pool.dispatch(Object.freeze({
         kind: 'eval',

@@ -12,15 +12,9 @@ import { Gate, newGate, set, waitFor } from '../fixtures/gates.js';
 import { HOLD_BOOT_CHANNEL } from '../fixtures/held-boot.js';
 import { POOL_DEFAULTS, countStops, poolHarness, until, within } from './helpers.js';
 
-/** Lets the pool's batched flush (a `setImmediate` after dispatch) go out before the test moves on. */
-const flushed = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
-
-// The thread loop's outbox rules need several items on one thread at once: these tests lift the pool's budget of
-// predicted work, so that everything dispatched goes to the thread whatever it is predicted to cost.
-const UNBOUNDED = Number.POSITIVE_INFINITY;
 
 test('results of short items are sent before a long item starts, not after it', async (t) => {
-  const h = poolHarness({ minThreads: 1, maxThreads: 1, batchSize: 16, holdBudgetMs: UNBOUNDED });
+  const h = poolHarness({ minThreads: 1, maxThreads: 1 });
   const { pool } = h;
   await pool.start();
   t.after(() => pool.stop({ force: true }));
@@ -29,12 +23,11 @@ test('results of short items are sent before a long item starts, not after it', 
   t.after(() => set(long, Gate.RELEASE, 1));
   const first = h.evaluate('gated', { gate: blocker }).outcome;
   await waitFor(blocker, Gate.STARTED, 1);
-  // Queued behind the blocker, so they reach the thread as one batch: two quick items, then a long one.
+  // Waiting for the one thread, in this order: two quick items, then a long one.
   const a = h.evaluate('noop').outcome;
   const b = h.evaluate('noop').outcome;
   const c = h.evaluate('gated', { gate: long }).outcome;
-  await flushed();
-  assert.equal(pool.stats().queued, 0, 'all three are on the thread');
+  assert.equal(pool.stats().queued, 3, 'all three wait for the thread');
   set(blocker, Gate.RELEASE, 1);
   assert.equal((await first).status, 'ok');
   const [ra, rb] = await within(Promise.all([a, b]), 'the two quick results while the long item runs');
@@ -47,7 +40,7 @@ test('results of short items are sent before a long item starts, not after it', 
 });
 
 test('the pool numbers its own record of an item: frozen items run, and nothing is written into them', async (t) => {
-  const h = poolHarness({ minThreads: 1, maxThreads: 1, batchSize: 16 });
+  const h = poolHarness({ minThreads: 1, maxThreads: 1 });
   const { pool, slots } = h;
   await pool.start();
   t.after(() => pool.stop({ force: true }));
@@ -64,7 +57,7 @@ test('the pool numbers its own record of an item: frozen items run, and nothing 
 });
 
 test('a canceled result is sent at once, also after a run of tiny items and ahead of a long one', async (t) => {
-  const h = poolHarness({ minThreads: 1, maxThreads: 1, batchSize: 512, holdBudgetMs: UNBOUNDED });
+  const h = poolHarness({ minThreads: 1, maxThreads: 1 });
   const { pool, clock } = h;
   await pool.start();
   t.after(() => pool.stop({ force: true }));
@@ -74,19 +67,16 @@ test('a canceled result is sent at once, also after a run of tiny items and ahea
   t.after(() => set(long, Gate.RELEASE, 1));
   const first = h.evaluate('gated', { gate: blocker }).outcome;
   await waitFor(blocker, Gate.STARTED, 1);
-  // One batch: enough tiny items to make the thread coalesce results, an item canceled while it runs (it honours
-  // cancel), one canceled before it starts (the thread skips it), and a long item that must not hold their results.
+  // Waiting for the one thread: many tiny items, an item canceled while it runs (it honours cancel), one canceled
+  // before it starts (it settles at once), and a long item that must not hold their results.
   const tiny = Array.from({ length: 300 }, () => h.evaluate('noop').outcome);
   const honours = h.evaluate('gated', { gate: coop });
   const skipped = h.evaluate('gated', { gate: newGate() });
   const c = h.evaluate('gated', { gate: long }).outcome;
-  await flushed();
-  assert.equal(pool.stats().queued, 0);
   assert.equal(pool.cancel(skipped.slot, skipped.generation), true);
+  assert.equal((await within(skipped.outcome, 'the item canceled before it started to settle')).status, 'canceled');
   set(blocker, Gate.RELEASE, 1);
   await first;
-  // The tiny items' results may wait for the next item (coalesced, at most FLUSH_AFTER_MS of them): the canceled
-  // result takes them along.
   await waitFor(coop, Gate.STARTED, 1);
   assert.equal(pool.cancel(honours.slot, honours.generation), true);
   assert.equal((await within(honours.outcome, 'the result of the item canceled while it ran')).status, 'canceled');
@@ -101,7 +91,7 @@ test('a canceled result is sent at once, also after a run of tiny items and ahea
 });
 
 test('cancel ends a wait for the replica index with a canceled outcome, not a terminated thread', async (t) => {
-  const h = poolHarness({ minThreads: 1, maxThreads: 1, batchSize: 4 });
+  const h = poolHarness({ minThreads: 1, maxThreads: 1 });
   const { pool, slots, exits } = h;
   await pool.start();
   t.after(() => pool.stop({ force: true }));
@@ -116,7 +106,7 @@ test('cancel ends a wait for the replica index with a canceled outcome, not a te
 });
 
 test('a thrown value whose inspection throws fails its item, not the thread', async (t) => {
-  const h = poolHarness({ minThreads: 1, maxThreads: 1, batchSize: 4 });
+  const h = poolHarness({ minThreads: 1, maxThreads: 1 });
   const { pool, exits } = h;
   await pool.start();
   t.after(() => pool.stop({ force: true }));
@@ -133,7 +123,7 @@ test('a thrown value whose inspection throws fails its item, not the thread', as
 });
 
 test('an item that cannot be sent to a thread fails with the typed error of the input it came from', async (t) => {
-  const h = poolHarness({ minThreads: 1, maxThreads: 1, batchSize: 4 });
+  const h = poolHarness({ minThreads: 1, maxThreads: 1 });
   await h.pool.start();
   t.after(() => h.pool.stop({ force: true }));
   const evaluation = await h.evaluate('noop', undefined, { fields: { extra: () => 1 } }).outcome;
@@ -156,7 +146,7 @@ test('an item that cannot be sent to a thread fails with the typed error of the 
 });
 
 test('idle threads shrink the pool down to minThreads, never below', async (t) => {
-  const h = poolHarness({ minThreads: 1, maxThreads: 3, batchSize: 1 });
+  const h = poolHarness({ minThreads: 1, maxThreads: 3 });
   const { pool, clock } = h;
   await pool.start();
   t.after(() => pool.stop({ force: true }));
@@ -168,9 +158,12 @@ test('idle threads shrink the pool down to minThreads, never below', async (t) =
   assert.equal(pool.threadCount, 3);
   for (const gate of gates) set(gate, Gate.RELEASE, 1);
   for (const item of items) assert.equal((await item).status, 'ok');
-  // All three went idle together and armed their idle timers while the pool was above its minimum.
+  // All three are parked: the pool's idle check sees each one parked twice in a row, idleTimeoutMs apart, with
+  // nothing taken in between, and stops all but minThreads of them.
+  await until(() => pool.stats().perThread.every((p) => p.parked), 'all three threads to park');
   const stops = countStops();
   t.after(() => stops.restore());
+  clock.advance(POOL_DEFAULTS.idleTimeoutMs);
   clock.advance(POOL_DEFAULTS.idleTimeoutMs);
   assert.equal(stops.count, 2, 'two threads asked to stop, the last one kept');
   await until(() => pool.threadCount === 1, 'the stopped threads to end');
@@ -178,8 +171,8 @@ test('idle threads shrink the pool down to minThreads, never below', async (t) =
   assert.equal(pool.threadCount, 1);
 });
 
-test('an idle thread that is sent only commits stays idle: the commits do not keep it alive', async (t) => {
-  const h = poolHarness({ minThreads: 1, maxThreads: 2, batchSize: 1 });
+test('commits do not wake idle threads nor keep them alive: the change log waits until an item needs it', async (t) => {
+  const h = poolHarness({ minThreads: 1, maxThreads: 2 });
   const { pool, clock, state } = h;
   await pool.start();
   t.after(() => pool.stop({ force: true }));
@@ -190,18 +183,23 @@ test('an idle thread that is sent only commits stays idle: the commits do not ke
   assert.equal(pool.threadCount, 2);
   for (const gate of gates) set(gate, Gate.RELEASE, 1);
   for (const item of items) assert.equal((await item).status, 'ok');
-  // Both idle, their timers armed. A commit goes to both threads, with no item.
+  await until(() => pool.stats().perThread.every((p) => p.parked), 'both threads to park');
+  // A commit while both are parked: it goes into the change log, and no thread is woken for it.
   state.write((txn) => txn.put('t', 'k', 1));
-  await until(() => pool.appliedIndex(0) === 1 && pool.appliedIndex(1) === 1, 'both threads to apply the commit');
+  assert.ok(pool.stats().perThread.every((p) => p.parked), 'still parked');
   const stops = countStops();
   t.after(() => stops.restore());
   clock.advance(POOL_DEFAULTS.idleTimeoutMs);
+  clock.advance(POOL_DEFAULTS.idleTimeoutMs);
   assert.equal(stops.count, 1, 'the thread above minThreads is asked to stop');
   await until(() => pool.threadCount === 1, 'the pool to shrink to minThreads');
+  // The thread that stays applies the commit before the next item it runs.
+  assert.equal((await h.evaluate('noop', undefined, { minIndex: 1 }).outcome).status, 'ok');
+  assert.equal(pool.stats().perThread[0]?.appliedIndex, 1);
 });
 
 test('threads that grew the pool but found no work go idle too', async (t) => {
-  const h = poolHarness({ minThreads: 1, maxThreads: 3, batchSize: 1 });
+  const h = poolHarness({ minThreads: 1, maxThreads: 3 });
   const { pool, clock } = h;
   await pool.start();
   t.after(() => pool.stop({ force: true }));
@@ -232,7 +230,7 @@ test('threads that grew the pool but found no work go idle too', async (t) => {
   t.after(() => set(blocker, Gate.RELEASE, 1));
   const first = h.evaluate('gated', { gate: blocker }).outcome;
   await waitFor(blocker, Gate.STARTED, 1);
-  // Each item queued behind the blocked thread grows the pool by one thread, which holds its boot.
+  // Each item waiting behind the blocked thread grows the pool by one thread, which holds its boot.
   const second = h.evaluate('noop').outcome;
   await held(1);
   const third = h.evaluate('noop').outcome;
@@ -241,18 +239,18 @@ test('threads that grew the pool but found no work go idle too', async (t) => {
   // The backlog drains on the first thread before the new ones are ready.
   set(blocker, Gate.RELEASE, 1);
   for (const item of [first, second, third]) assert.equal((await item).status, 'ok');
-  const armed = [clock.nextArmed(POOL_DEFAULTS.idleTimeoutMs), clock.nextArmed(POOL_DEFAULTS.idleTimeoutMs)];
   channel.postMessage('go');
-  await within(Promise.all(armed), 'both late threads to arm their idle timers');
+  await until(() => pool.stats().perThread.length === 3 && pool.stats().perThread.every((p) => p.parked), 'the late threads to be ready and park');
   const stops = countStops();
   t.after(() => stops.restore());
+  clock.advance(POOL_DEFAULTS.idleTimeoutMs);
   clock.advance(POOL_DEFAULTS.idleTimeoutMs);
   assert.equal(stops.count, 2);
   await until(() => pool.threadCount === 1, 'the pool to shrink back to minThreads');
 });
 
 test('dispatchWith: outcomes are told after the pool is done with their message, never inside the call; one that throws stops no other; one told may dispatch again', async (t) => {
-  const h = poolHarness({ minThreads: 1, maxThreads: 1, batchSize: 16, holdBudgetMs: UNBOUNDED });
+  const h = poolHarness({ minThreads: 1, maxThreads: 1 });
   const { pool, slots } = h;
   await pool.start();
   t.after(() => pool.stop({ force: true }));
@@ -267,7 +265,7 @@ test('dispatchWith: outcomes are told after the pool is done with their message,
   const blocker = newGate();
   const first = h.evaluate('gated', { gate: blocker }).outcome;
   await waitFor(blocker, Gate.STARTED, 1);
-  // Queued behind the blocker: their results come back in one message.
+  // Waiting behind the blocker: their results come back in one drain.
   const a = item();
   const b = item();
   pool.dispatchWith(a, undefined, (outcome) => {
@@ -288,7 +286,6 @@ test('dispatchWith: outcomes are told after the pool is done with their message,
     });
     told.push('c dispatched');
   });
-  await flushed();
   set(blocker, Gate.RELEASE, 1);
   await first;
   await within(allTold, 'every outcome told');

@@ -11,7 +11,7 @@ import { UNKNOWN_MS } from '../../src/pool/cost-model.js';
 import { poolHarness } from './helpers.js';
 
 test('a thread running an item predicted past the horizon is not free within it; an idle one is', async (t) => {
-  const h = poolHarness({ minThreads: 2, maxThreads: 2, batchSize: 128 });
+  const h = poolHarness({ minThreads: 2, maxThreads: 2 });
   await h.pool.start();
   const gates = Array.from({ length: 3 }, () => newGate());
   t.after(() => gates.forEach((g) => set(g, Gate.RELEASE, 1)));
@@ -34,7 +34,7 @@ test('a thread running an item predicted past the horizon is not free within it;
 });
 
 test('a thread whose running item runs far past its prediction is not free, however short the prediction', async (t) => {
-  const h = poolHarness({ minThreads: 1, maxThreads: 1, batchSize: 128 });
+  const h = poolHarness({ minThreads: 1, maxThreads: 1 });
   await h.pool.start();
   const gates = Array.from({ length: 4 }, () => newGate());
   t.after(() => gates.forEach((g) => set(g, Gate.RELEASE, 1)));
@@ -59,7 +59,7 @@ test('a thread whose running item runs far past its prediction is not free, howe
 });
 
 test('threads the pool has not started count as free: they start on demand', async () => {
-  const h = poolHarness({ minThreads: 0, maxThreads: 2, batchSize: 128 });
+  const h = poolHarness({ minThreads: 0, maxThreads: 2 });
   await h.pool.start();
   try {
     assert.equal(h.pool.threadsFreeWithin(20), 2);

@@ -10,7 +10,7 @@ import { poolHarness } from './helpers.js';
 
 test('work ahead counts the unstarted items predicted ms per thread, not the ones running', async (t) => {
   for (const threads of [1, 2]) {
-    const h = poolHarness({ minThreads: threads, maxThreads: threads, batchSize: 128 });
+    const h = poolHarness({ minThreads: threads, maxThreads: threads });
     await h.pool.start();
     const gates = Array.from({ length: threads + 3 }, () => newGate());
     t.after(() => gates.forEach((g) => set(g, Gate.RELEASE, 1)));

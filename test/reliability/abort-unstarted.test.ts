@@ -1,8 +1,8 @@
 /**
  * Giving up work that has not started settles at once. One thread runs a blocker that never looks at its cancel;
- * an evaluation dispatched behind it (waiting on main for the thread, or already in the busy thread's hands) holds
- * nothing, so aborting its `run()` rejects with `AbortedError` without waiting for the blocker's nack deadline and
- * cancel grace: the start CAS on its slot word decides the race with the thread, and the cancel wins it. The thread
+ * an evaluation dispatched behind it (waiting in the work queue for the thread) holds nothing, so aborting its
+ * `run()` rejects with `AbortedError` without waiting for the blocker's nack deadline and cancel grace: the start
+ * CAS on its slot word decides the race with the thread, and the cancel wins it. The thread
  * and the blocker are left alone. The engine runs on a manual clock, so no deadline can end the wait for it: the
  * rejection must come from the abort, within a few turns of the event loop.
  */
@@ -24,12 +24,11 @@ async function settledWithin<T>(promise: Promise<T>, limit: number): Promise<{ s
   return result;
 }
 
-for (const where of ['waiting on main', 'in the busy thread’s hands'] as const) {
-  test(`an aborted run() of an evaluation ${where} behind a non-cooperative item rejects at once; the blocker is untouched`, async () => {
+for (const kind of ['never measured', 'known to be quick'] as const) {
+  test(`an aborted run() of an evaluation (${kind}) waiting for the one thread behind a non-cooperative item rejects at once; the blocker is untouched`, async () => {
     const clock = new ManualClock(0);
     const engine = await started({ threads: 1, clock, schedulers: { block: fixture('stubborn'), quick: fixture('noop') } });
-    if (where === 'in the busy thread’s hands') {
-      // A type known to be quick is placed behind a running item within the hold budget, on the same thread.
+    if (kind === 'known to be quick') {
       for (let i = 0; i < 20; i++) await engine.run(evaluation(`warm${i}`, 'quick'));
     }
     const gate = newGate();
@@ -41,7 +40,7 @@ for (const where of ['waiting on main', 'in the busy thread’s hands'] as const
     for (let i = 0; i < 100 && engine.broker.inspect('victim')?.state !== 'unacked'; i++) await turns(1);
     assert.equal(engine.broker.inspect('victim')?.state, 'unacked');
     const held = engine.stats().pool;
-    assert.equal(held.queued + held.inflight, 2, 'the victim waits in the pool beside the blocker');
+    assert.deepEqual([held.inflight, held.queued], [2, 1], 'the victim waits in the pool for the thread the blocker holds');
     controller.abort(new Error('caller gave up'));
     const settled = await settledWithin(victim, 50);
     assert.equal(settled.status, 'rejected', 'the abort settled without waiting for the blocker');

@@ -123,7 +123,6 @@ const optionValues: Record<string, fc.Arbitrary<unknown>> = {
   syncLimitMs: field(fc.nat(1000)),
   maxPlanAttempts: field(fc.nat(10)),
   cancelGraceMs: field(fc.nat(1000)),
-  batchSize: field(fc.nat(100)),
   idleTimeoutMs: field(fc.nat(1000)),
   tables: fc.oneof(fc.array(fc.oneof(fc.string(), fc.constantFrom('__proto__', '')), { maxLength: 3 }), anything),
   evaluatePlan: fc.oneof(fc.constant(() => undefined), anything),

@@ -66,17 +66,17 @@ test('a run due beside a hog waits on main, not behind the hog, and is not blame
     handlers: { hog: fixture('hog'), work: fixture('task-handler') },
   });
   const gate = newGate();
-  // Claimed in this order, both due at the same tick: the hog is dispatched first. Nothing is known of its cost, so
-  // the other run is not sent to its thread: it waits in the pool's queue for a free thread.
+  // Claimed in this order, both due at the same tick: the hog is dispatched first, and the one thread takes it; the
+  // other run waits in the work queue (no thread holds work it has not started).
   engine.tasks.add({ id: 'hog', every: '1m', maxConcurrency: 1, handler: 'hog', payload: { gate, wait: true } });
   engine.tasks.add({ id: 'bystander', every: '1m', maxConcurrency: 1, handler: 'work', payload: { gate: newGate(), mode: 'ok' } });
   const hogDone = finished(engine, 1, 'hog');
   const bystanderDone = finished(engine, 1, 'bystander');
   clock.advance(60_000);
   await waitFor(gate, Gate.STARTED, 1);
-  await turns(); // the pool's flush of the second run
-  assert.equal(engine.stats().pool.perThread[0]?.inflight, 1, 'only the hog is on the thread');
-  assert.equal(engine.stats().pool.queued, 1, 'the other run waits for a free thread');
+  await turns();
+  assert.equal(engine.stats().pool.inflight, 2);
+  assert.equal(engine.stats().pool.queued, 1, 'the other run waits in the work queue for a free thread, not on the hog\'s');
   set(gate, Gate.RELEASE, 1);
 
   const [hog] = await hogDone;
@@ -86,11 +86,10 @@ test('a run due beside a hog waits on main, not behind the hog, and is not blame
   assert.equal(bystander?.attempts, 1, 'it never started on the dead thread, so it did not use up an attempt');
 });
 
-test('a thread that dies takes only the evaluation it was running: those queued behind it are dispatched again, not nacked', { timeout: 60_000 }, async () => {
+test('a thread that dies takes only the evaluation it was running: those waiting for a thread run afterwards, not nacked', { timeout: 60_000 }, async () => {
   const engine = await started({
     threads: 1,
     workers: 11,
-    batchSize: 16,
     schedulers: { pill: fixture('pill'), service: fixture('noop') },
     broker: { initialNackDelayMs: 0, subsequentNackDelayMs: 0 },
   });
@@ -102,8 +101,7 @@ test('a thread that dies takes only the evaluation it was running: those queued 
   const exit = nextEvent<{ code: string; heldItems: number }>((l) =>
     engine.events.on('engine:thread-exit', ({ reason, heldItems }) => l({ code: reason.code, heldItems })),
   );
-  // Items queue behind a running one on its thread only when their kind is known to be cheap: teach the pool that
-  // pills (a spent one returns at once) and service evaluations are.
+  // Warm-up: a spent pill returns at once, and service evaluations are cheap.
   const spent = newGate();
   set(spent, Gate.FAULT_TAKEN, 1);
   const warm = acks(engine, 21);
@@ -116,12 +114,13 @@ test('a thread that dies takes only the evaluation it was running: those queued 
   engine.enqueue(evaluation('pill', 'pill', { gate }));
   await waitFor(gate, Gate.STARTED, 1);
   for (let i = 0; i < 10; i++) engine.enqueue(evaluation(`b${i}`, 'service'));
-  await turns(); // the workers take them and the pool sends them to the one (busy) thread
-  assert.equal(engine.stats().pool.perThread[0]?.inflight, 11, 'all eleven are on the one thread');
+  await turns(); // the workers take them and the pool publishes them
+  assert.equal(engine.stats().pool.inflight, 11, 'all eleven are in the pool');
+  assert.equal(engine.stats().pool.queued, 10, 'ten wait in the work queue: only the pill is on the thread');
   set(gate, Gate.RELEASE, 1);
 
   assert.deepEqual((await done).sort(), ['b0', 'b1', 'b2', 'b3', 'b4', 'b5', 'b6', 'b7', 'b8', 'b9', 'pill'].sort());
-  assert.deepEqual(await exit, { code: 'ERR_THREAD_EXITED', heldItems: 11 });
+  assert.deepEqual(await exit, { code: 'ERR_THREAD_EXITED', heldItems: 1 });
   assert.deepEqual(nacks, [{ id: 'pill', code: 'ERR_THREAD_EXITED' }], 'only the evaluation that was running is nacked');
   for (let i = 0; i < 10; i++) assert.equal(deliveries.get(`b${i}`), 1, `b${i} was delivered once`);
   assert.equal(deliveries.get('pill'), 2);

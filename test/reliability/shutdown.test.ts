@@ -40,7 +40,6 @@ async function loaded(): Promise<{ engine: Engine; ids: string[]; acked: Map<str
   const engine = await started({
     threads: 4,
     workers: IN_FLIGHT + 2,
-    batchSize: 1024,
     schedulers: { gated: fixture('gated'), stubborn: fixture('stubborn') },
     handlers: { gated: fixture('gated'), stubborn: fixture('stubborn') },
   });

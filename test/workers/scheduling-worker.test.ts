@@ -33,7 +33,7 @@ interface Dispatch {
 }
 
 /** The pool's two entry points the worker uses, answered by the test. `cancel` sets the slot word as the pool does. */
-class ScriptedPool implements Pick<ThreadPool, 'dispatchWith' | 'cancel'> {
+class ScriptedPool implements Pick<ThreadPool, 'dispatchWith' | 'cancel' | 'startedAt'> {
   readonly cancels: Array<readonly [number, number]> = [];
   readonly #slots: SlotTable;
   readonly #waiting: Dispatch[] = [];
@@ -55,6 +55,11 @@ class ScriptedPool implements Pick<ThreadPool, 'dispatchWith' | 'cancel'> {
   cancel(slot: number, generation: number): boolean {
     this.cancels.push([slot, generation]);
     return this.#slots.cancel(slot, generation);
+  }
+
+  /** No thread stamps starts here: the worker counts from when it looks. */
+  startedAt(): number | undefined {
+    return undefined;
   }
 
   /** The next item the worker dispatches. */
