@@ -399,11 +399,29 @@ export class ThreadPool {
 
   // ───────────────────────────── dispatch ─────────────────────────────
 
-  /** Parked threads take what was published (one per item); with none parked, a thread the pool may still start is. */
+  /**
+   * Parked threads take what was published (one per item); with none parked, a thread the pool may still start is.
+   * The wakes are made once the current turn's dispatches are done (a notify costs main microseconds, and a drain's
+   * acks dispatch many items at once): as many as items were published meanwhile, and no more than are parked.
+   */
   #wakeForWork(items = 1): void {
-    if (this.#queue.parked > 0) this.#queue.wake(items);
-    else this.#maybeGrow();
+    this.#toWake += items;
+    if (this.#wakeScheduled) return;
+    this.#wakeScheduled = true;
+    queueMicrotask(this.#wakeNow);
   }
+
+  #toWake = 0;
+  #wakeScheduled = false;
+  readonly #wakeNow = (): void => {
+    this.#wakeScheduled = false;
+    const items = this.#toWake;
+    this.#toWake = 0;
+    if (this.#stopping) return;
+    const woken = this.#queue.parked > 0 ? this.#queue.wake(items) : 0;
+    // More published than parked threads took up: a thread the pool may still start takes each of the rest.
+    for (let rest = items - woken; rest > 0; rest--) this.#maybeGrow();
+  };
 
   /** Moves the ledger up to the rings' heads (telling starts), and wakes threads for what the backlog published. */
   #sync(): void {
