@@ -17,14 +17,23 @@ export interface ModuleRef {
   readonly exportName: string;
 }
 
-/** Evaluation as it crosses to a thread (structured clone of what the broker holds). */
+/**
+ * Evaluation as it crosses to a thread: the fields an evaluation may have (the broker refuses any other at enqueue),
+ * each written in a fixed order (records.ts `writeEvaluation`).
+ */
 export interface WireEvaluation {
   readonly id: string;
   readonly type: string;
   /** 1..100: where it waits in the work queue. */
   readonly priority: number;
   readonly modifyIndex: number;
-  readonly [field: string]: unknown;
+  readonly namespace?: string;
+  readonly jobId?: string;
+  readonly triggeredBy?: string;
+  readonly createIndex?: number;
+  readonly waitUntil?: number;
+  readonly wait?: number;
+  readonly payload?: unknown;
 }
 
 /** Task run as it crosses to a thread. */

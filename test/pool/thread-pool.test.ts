@@ -126,7 +126,7 @@ test('an item that cannot be sent to a thread fails with the typed error of the 
   const h = poolHarness({ minThreads: 1, maxThreads: 1 });
   await h.pool.start();
   t.after(() => h.pool.stop({ force: true }));
-  const evaluation = await h.evaluate('noop', undefined, { fields: { extra: () => 1 } }).outcome;
+  const evaluation = await h.evaluate('noop', { callback: () => 1 }).outcome;
   assert.equal(evaluation.status, 'error');
   if (evaluation.status === 'error') {
     assert.ok(evaluation.error instanceof InvalidEvaluationError);
