@@ -141,6 +141,28 @@ export function fanOutResults(points: readonly FanOutPoint[]): BenchResult[] {
   }));
 }
 
+/**
+ * How flat main's cost stays as threads grow: for each job cost and write count measured at both 2 and 16 threads,
+ * main's CPU per evaluation at 2 threads over that at 16 (1.0 is flat; 0.67 is 16 threads costing 1.5× as much).
+ */
+export function fanOutFlatness(points: readonly FanOutPoint[]): BenchResult[] {
+  const results: BenchResult[] = [];
+  for (const at2 of points.filter((p) => p.threads === 2)) {
+    const at16 = points.find((p) => p.threads === 16 && p.costMs === at2.costMs && p.writes === at2.writes);
+    if (at16 === undefined || at16.mainUsPerEval <= 0) continue;
+    results.push({
+      scope: 'engine',
+      id: `engine.fan-out.flatness.cost-${at2.costMs}.writes-${at2.writes}`,
+      name: `fan-out flatness: ${at2.costMs} ms jobs, ${at2.writes} writes a plan: main CPU per evaluation at 2 threads ÷ at 16`,
+      ratio: round(at2.mainUsPerEval / at16.mainUsPerEval),
+      baseline: 'main CPU per evaluation at 16 threads, same run',
+      threads: 16,
+      notes: `main ${at2.mainUsPerEval} µs at 2 threads, ${at16.mainUsPerEval} µs at 16`,
+    });
+  }
+  return results;
+}
+
 function listArg(name: string): number[] | undefined {
   const at = process.argv.indexOf(name);
   if (at < 0) return undefined;

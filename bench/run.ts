@@ -19,6 +19,7 @@ import { runBrokerBench } from './broker.bench.js';
 import { COLD_WARMUP_SAMPLES, compareCancelLatency, compareIdleLatency, compareRunThroughput, compareThroughput, pinnedIdleLatency } from './engine.bench.js';
 import { compareCost, compareFairness, SWEEP_COSTS_MS } from './cpu-load.bench.js';
 import { compareLoadCurves, type LoadCurve } from './load-curve.bench.js';
+import { fanOutFlatness, fanOutResults, runFanOut, type FanOutPoint } from './fan-out.bench.js';
 import { bestOf, checkFloors, describeFailures, formatValue, type FloorCheck } from './floors.js';
 import { parseArgs, USAGE, UsageError, type RunOptions, type Scope } from './lib/cli.js';
 import { fromBroker, fromSchedule, fromState, fromTasks } from './lib/normalise.js';
@@ -42,6 +43,7 @@ interface UnitOutput {
   readonly backoffSweep?: readonly BackoffSweepPoint[];
   readonly taskRetrySweep?: readonly TaskRetrySweepPoint[];
   readonly loadCurves?: readonly LoadCurve[];
+  readonly fanOut?: readonly FanOutPoint[];
 }
 
 interface Unit {
@@ -253,6 +255,22 @@ function units(o: RunOptions): Unit[] {
     async run() {
       const { curves, results } = await compareLoadCurves(threads, { quick, idleSpinUs: SPIN_US });
       return { results, loadCurves: curves };
+    },
+  });
+
+  list.push({
+    id: 'engine.fan-out',
+    scope: 'engine',
+    title: quick || o.profile === 'ci'
+      ? 'fan-out: main-thread CPU per evaluation, 0.2 ms jobs with 10 writes a plan, at 2 and 16 threads'
+      : 'fan-out: main-thread CPU per evaluation against threads (1–16), writes a plan (0, 10, 100) and job cost (0, 0.2, 1 ms)',
+    async run() {
+      // CI reads one figure (main's CPU at 16 threads against 2, with writes): the two drains it needs.
+      const ci = quick || o.profile === 'ci';
+      const points = await runFanOut(ci ? { quick: true, costs: [0.2], threads: [2, 16], writes: [10] } : { quick }, (p) =>
+        console.log(`  ${p.costMs} ms, ${plural(p.threads, 'thread')}, ${p.writes} writes: main ${p.mainUsPerEval} µs/evaluation, ${p.evalsPerSec.toLocaleString('en-US')}/s (Piscina ${p.piscinaMainUsPerTask} µs, ${p.piscinaPerSec?.toLocaleString('en-US')}/s)`),
+      );
+      return { fanOut: points, results: [...fanOutResults(points), ...fanOutFlatness(points)] };
     },
   });
 
@@ -544,6 +562,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   const sweepBackoff: BackoffSweepPoint[] = [];
   const sweepTaskRetry: TaskRetrySweepPoint[] = [];
   const loadCurves: LoadCurve[] = [];
+  const fanOut: FanOutPoint[] = [];
   const skipped: Array<{ benchmark: string; reason: string }> = [];
   const errors: Array<{ benchmark: string; error: string }> = [];
   const durationsMs: Record<string, number> = {};
@@ -574,6 +593,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     sweepBackoff.push(...(output.backoffSweep ?? []));
     sweepTaskRetry.push(...(output.taskRetrySweep ?? []));
     loadCurves.push(...(output.loadCurves ?? []));
+    fanOut.push(...(output.fanOut ?? []));
     if (unit.print !== undefined) unit.print(output);
     else printTable(unit.title, output.results);
     console.log(`(${(durationsMs[unit.id]! / 1000).toFixed(1)} s)`);
@@ -625,7 +645,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     passed,
     results,
     latency,
-    sweeps: { threads: sweepThreads, backoff: sweepBackoff, taskRetry: sweepTaskRetry, loadCurves },
+    sweeps: { threads: sweepThreads, backoff: sweepBackoff, taskRetry: sweepTaskRetry, loadCurves, fanOut },
     skipped,
     errors,
     durationsMs,

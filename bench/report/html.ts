@@ -1,6 +1,7 @@
 /**
  * The report page: one self-contained HTML file (inline CSS and SVG, no external resource) with the ratios first,
- * the floors, the latency histograms and percentile curves, the thread-count sweep and the backoff sweep.
+ * the floors, the latency histograms and percentile curves, the thread-count sweep, the backoff sweep and main's CPU per
+ * evaluation against threads (fan-out).
  *
  * A short inline script checks, once the page is laid out, that every chart has a size and a non-empty plot, and
  * writes the verdict to `<html data-render>`; the render test reads it back from headless Chromium.
@@ -8,6 +9,7 @@
 import { formatValue } from '../floors.js';
 import type { Distribution, LatencyChart } from '../lib/quantiles.js';
 import type { BenchResult } from '../lib/types.js';
+import type { FanOutPoint } from '../fan-out.bench.js';
 import type { LoadCurve } from '../load-curve.bench.js';
 import type { BackoffSweepPoint, TaskRetrySweepPoint, ThreadSweepPoint } from '../sweeps.js';
 import { histogramOf, logBins, ninesOf } from './histogram.js';
@@ -168,6 +170,63 @@ function loadCurveSection(curves: readonly LoadCurve[]): string {
 the time it was due to be sent, so a sender that falls behind shows as latency (no coordinated omission).</p>
 <div class="row">${chart}</div>
 <table><thead><tr><th>offered /s</th>${head}</tr></thead><tbody>${rows}</tbody></table></section>`;
+}
+
+/**
+ * Main-thread CPU per evaluation against the thread count: one line per job cost and write count, raw Piscina's CPU
+ * per task (no writes) dashed beside each job cost. A flat line is the goal: main is one thread.
+ */
+function fanOutSection(points: readonly FanOutPoint[]): string {
+  if (points.length === 0) return '';
+  const costs = [...new Set(points.map((p) => p.costMs))];
+  const writes = [...new Set(points.map((p) => p.writes))];
+  const series: SeriesSpec[] = [];
+  let colour = 0;
+  for (const costMs of costs) {
+    for (const w of writes) {
+      const line = points.filter((p) => p.costMs === costMs && p.writes === w).sort((a, b) => a.threads - b.threads);
+      if (line.length === 0) continue;
+      series.push({
+        label: `tickpool, ${costMs} ms jobs, ${w} writes`,
+        color: PALETTE[colour++ % PALETTE.length]!,
+        kind: 'line',
+        points: line.map((p) => [p.threads, p.mainUsPerEval] as [number, number]),
+        tooltips: line.map((p) => `${costMs} ms, ${p.threads} threads, ${w} writes: main ${p.mainUsPerEval} µs per evaluation, ${formatNumber(p.evalsPerSec)}/s`),
+      });
+    }
+    const piscina = points
+      .filter((p) => p.costMs === costMs && p.writes === writes[0] && p.piscinaMainUsPerTask !== undefined)
+      .sort((a, b) => a.threads - b.threads);
+    if (piscina.length > 0) {
+      series.push({
+        label: `raw Piscina, ${costMs} ms tasks`,
+        color: PALETTE[colour++ % PALETTE.length]!,
+        kind: 'line',
+        dashed: true,
+        marker: 'square',
+        points: piscina.map((p) => [p.threads, p.piscinaMainUsPerTask!] as [number, number]),
+        tooltips: piscina.map((p) => `raw Piscina, ${costMs} ms, ${p.threads} threads: main ${p.piscinaMainUsPerTask} µs per task, ${formatNumber(p.piscinaPerSec ?? 0)}/s`),
+      });
+    }
+  }
+  const chart = renderChart({
+    id: 'fan-out-main-cpu',
+    title: 'Main-thread CPU per evaluation against pool threads',
+    x: { label: 'pool threads (log scale)', scale: 'log', format: (v: number) => formatNumber(v) },
+    y: { label: 'main CPU per evaluation (log scale)', scale: 'log', format: formatMicros },
+    series,
+  });
+  const rows = [...points]
+    .sort((a, b) => a.costMs - b.costMs || a.writes - b.writes || a.threads - b.threads)
+    .map((p) => `<tr><td class="num">${p.costMs}</td><td class="num">${p.threads}</td><td class="num">${p.writes}</td><td class="num">${formatMicros(p.mainUsPerEval)}</td><td class="num">${formatNumber(p.evalsPerSec)}</td><td class="num">${p.piscinaMainUsPerTask === undefined ? '' : formatMicros(p.piscinaMainUsPerTask)}</td><td class="num">${p.piscinaPerSec === undefined ? '' : formatNumber(p.piscinaPerSec)}</td></tr>`)
+    .join('');
+  return `<section id="fan-out"><h2>Main thread per evaluation</h2>
+<p>Main is one thread: its CPU time per evaluation caps the engine at one over that cost, whatever the cores. Each
+point is one drain of <code>engine.run()</code> calls, all in flight at once, main's CPU time read from the kernel;
+raw <code>piscina.run()</code> of the same CPU work on the same threads beside it (it has no state to write). With
+more threads than cores the threads oversubscribe them; main's CPU per evaluation is still its own cost.</p>
+<div class="row">${chart}</div>
+<table><thead><tr><th>job ms</th><th>threads</th><th>writes a plan</th><th>main per evaluation</th><th>evaluations/s</th><th>Piscina main per task</th><th>Piscina tasks/s</th></tr></thead><tbody>${rows}</tbody></table></section>`;
 }
 
 /** One point of a retry sweep, whichever knob it turns. */
@@ -375,6 +434,7 @@ ${threadSection(report.sweeps.threads)}
 ${backoffSection(report.sweeps.backoff)}
 ${taskRetrySection(report.sweeps.taskRetry)}
 ${loadCurveSection(report.sweeps.loadCurves ?? [])}
+${fanOutSection(report.sweeps.fanOut ?? [])}
 ${resultsTable(report.results)}
 <script>${CHECK_SCRIPT}</script>
 </body></html>

@@ -3,6 +3,7 @@ import type { FloorCheck } from '../floors.js';
 import type { RunOptions } from '../lib/cli.js';
 import type { LatencyChart } from '../lib/quantiles.js';
 import type { BenchResult } from '../lib/types.js';
+import type { FanOutPoint } from '../fan-out.bench.js';
 import type { LoadCurve } from '../load-curve.bench.js';
 import type { BackoffSweepPoint, TaskRetrySweepPoint, ThreadSweepPoint } from '../sweeps.js';
 
@@ -47,6 +48,8 @@ export interface SuiteReport {
     readonly taskRetry: readonly TaskRetrySweepPoint[];
     /** Dispatch latency against offered load (absent in reports written before it existed). */
     readonly loadCurves?: readonly LoadCurve[];
+    /** Main-thread CPU per evaluation against threads, writes and job cost (absent in reports written before it). */
+    readonly fanOut?: readonly FanOutPoint[];
   };
   /** Benchmarks that could not run, and why. */
   readonly skipped: ReadonlyArray<{ readonly benchmark: string; readonly reason: string }>;

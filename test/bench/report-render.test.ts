@@ -14,6 +14,7 @@ import { after, test } from 'node:test';
 import { Latency } from '../../bench/lib/latency.js';
 import { distributionOf, type LatencyChart } from '../../bench/lib/quantiles.js';
 import { renderReport, writeReport, type SuiteReport } from '../../bench/report/index.js';
+import type { FanOutPoint } from '../../bench/fan-out.bench.js';
 import type { BackoffSweepPoint, TaskRetrySweepPoint, ThreadSweepPoint } from '../../bench/sweeps.js';
 
 /** A deterministic latency distribution: a log-normal-ish body around `centerUs` and a tail. */
@@ -86,6 +87,20 @@ function sample(): SuiteReport {
     overshoot: { p50Ms: limitMs! / 4, p99Ms: limitMs! / 2, maxMs: limitMs! / 2, meanMs: limitMs! / 4 },
     wallMs: 400,
   }));
+  const fanOut: FanOutPoint[] = [0.2, 1].flatMap((costMs) =>
+    [1, 2, 4, 8, 16].flatMap((threads) =>
+      [0, 10].map((writes) => ({
+        costMs,
+        threads,
+        writes,
+        evaluations: 10_000,
+        mainUsPerEval: 12 + writes * 1.5 + (threads > 2 ? 1 : 0),
+        evalsPerSec: Math.round((1000 / costMs) * Math.min(threads, 2)),
+        piscinaMainUsPerTask: 40 + threads,
+        piscinaPerSec: Math.round((800 / costMs) * Math.min(threads, 2)),
+      })),
+    ),
+  );
   return {
     suite: 'tickpool-bench',
     schema: 1,
@@ -100,15 +115,15 @@ function sample(): SuiteReport {
       { scope: 'broker', id: 'broker.cycle-x', name: 'cycle <script>alert(1)</script>', opsPerSec: 1_200_000, unit: 'cycles/s' },
     ],
     latency: charts,
-    sweeps: { threads, backoff, taskRetry },
+    sweeps: { threads, backoff, taskRetry, fanOut },
     skipped: [{ benchmark: 'tasks', reason: 'bench/tasks.bench.ts is not in this tree yet' }],
     errors: [],
     durationsMs: { broker: 1 },
   };
 }
 
-/** 2 per latency chart, 3 for the thread sweep, 2 for each backoff sweep. */
-const EXPECTED_CHARTS = 2 * 2 + 3 + 2 + 2;
+/** 2 per latency chart, 3 for the thread sweep, 2 for each backoff sweep, 1 for the fan-out. */
+const EXPECTED_CHARTS = 2 * 2 + 3 + 2 + 2 + 1;
 
 test('the page is self-contained, escapes what it prints, and has every chart', () => {
   const html = renderReport(sample());
@@ -117,11 +132,11 @@ test('the page is self-contained, escapes what it prints, and has every chart', 
   assert.doesNotMatch(html, /<script>alert/, 'benchmark names are escaped');
   assert.match(html, /Test CPU &lt;&amp;&gt;/);
   assert.equal((html.match(/<svg [^>]*class="chart"/g) ?? []).length, EXPECTED_CHARTS);
-  for (const id of ['engine-idle-latency-histogram', 'engine-idle-latency-percentiles', 'thread-sweep-throughput', 'thread-sweep-latency', 'thread-sweep-loaded-percentiles', 'backoff-sweep-time', 'backoff-sweep-overshoot', 'task-retry-sweep-time', 'task-retry-sweep-overshoot']) {
+  for (const id of ['engine-idle-latency-histogram', 'engine-idle-latency-percentiles', 'thread-sweep-throughput', 'thread-sweep-latency', 'thread-sweep-loaded-percentiles', 'backoff-sweep-time', 'backoff-sweep-overshoot', 'task-retry-sweep-time', 'task-retry-sweep-overshoot', 'fan-out-main-cpu']) {
     assert.match(html, new RegExp(`data-chart="${id}"`), id);
   }
   assert.doesNotMatch(html.replace(/<script>[\s\S]*?<\/script>/g, ''), /NaN|Infinity/, 'every coordinate and figure is finite');
-  assert.match(html, /<h2>Ratios<\/h2>[\s\S]*<h2>Floors<\/h2>[\s\S]*<h2>Latency histograms<\/h2>[\s\S]*<h2>Thread-count sweep<\/h2>[\s\S]*<h2>Backoff sweep: evaluation[\s\S]*<h2>Backoff sweep: task retries/, 'ratios first');
+  assert.match(html, /<h2>Ratios<\/h2>[\s\S]*<h2>Floors<\/h2>[\s\S]*<h2>Latency histograms<\/h2>[\s\S]*<h2>Thread-count sweep<\/h2>[\s\S]*<h2>Backoff sweep: evaluation[\s\S]*<h2>Backoff sweep: task retries[\s\S]*<h2>Main thread per evaluation<\/h2>/, 'ratios first');
 });
 
 /** `$CHROMIUM_PATH` when set (only it), else Debian's `/usr/bin/chromium`. */

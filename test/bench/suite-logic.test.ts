@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { fanOutFlatness, type FanOutPoint } from '../../bench/fan-out.bench.js';
 import { bestOf, checkFloors, describeFailures, FLOORS, type Floor } from '../../bench/floors.js';
 import { defaultSweepThreads, parseArgs, UsageError } from '../../bench/lib/cli.js';
 import { fromBroker, fromSchedule, fromState, fromTasks, slug } from '../../bench/lib/normalise.js';
@@ -90,6 +91,7 @@ const engineThroughput = (ratio: number): BenchResult => ({ scope: 'engine', id:
 const brokerCycle = (name: string, opsPerSec: number): BenchResult => fromBroker([{ name, opsPerSec }])[0]!;
 const tick = (ratio: number): BenchResult => ({ scope: 'tasks', id: 'tasks.tick-vs-scan', name: 'tick vs scan, 1% due', ratio });
 const fairness = (ratio: number): BenchResult => ({ scope: 'engine', id: 'engine.fairness-60', name: 'mixed load at 60%', ratio });
+const flatness = (ratio: number): BenchResult => ({ scope: 'engine', id: 'engine.fan-out.flatness.cost-0.2.writes-10', name: 'fan-out flatness', ratio });
 
 test('every floor has a positive minimum, a unit and a goal, and the issue floors are there', () => {
   assert.ok(FLOORS.length >= 3);
@@ -97,35 +99,46 @@ test('every floor has a positive minimum, a unit and a goal, and the issue floor
     assert.ok(f.min > 0 && f.unit.length > 0 && f.goal.length > 0, f.id);
   }
   const byScope = (scope: string) => FLOORS.filter((f) => f.scope === scope).map((f) => f.min);
-  assert.deepEqual(byScope('engine'), [1.0, 0.9]);
+  assert.deepEqual(byScope('engine'), [1.0, 0.9, 0.67]);
   assert.deepEqual(byScope('broker'), [200_000]);
   assert.deepEqual(byScope('tasks'), [10]);
 });
 
 test('floors pass at the floor and fail below it, naming the benchmark', () => {
-  const results = [engineThroughput(1.0), brokerCycle('cycle, 1k ready across 1k jobs', 199_999), brokerCycle('cycle, 100k deadlines', 900_000), tick(50), fairness(0.89)];
+  const results = [engineThroughput(1.0), brokerCycle('cycle, 1k ready across 1k jobs', 199_999), brokerCycle('cycle, 100k deadlines', 900_000), tick(50), fairness(0.89), flatness(0.66)];
   const checks = checkFloors(results, ['broker', 'engine', 'tasks']);
-  assert.equal(checks.length, 5);
-  assert.deepEqual(checks.map((c) => c.pass), [true, false, true, true, false]);
+  assert.equal(checks.length, 6);
+  assert.deepEqual(checks.map((c) => c.pass), [true, false, true, true, false, false]);
   const failures = describeFailures(checks);
-  assert.equal(failures.length, 2);
+  assert.equal(failures.length, 3);
+  assert.match(failures[2]!, /^FAIL fan-out flatness: 0.66× < floor 0.67×/);
   assert.match(failures[0]!, /^FAIL cycle, 1k ready across 1k jobs: 199,999 cycles\/s < floor 200,000 cycles\/s/);
   assert.match(failures[1]!, /^FAIL mixed load at 60%: 0.89× < floor 0.90×/);
 });
 
 test('a floor whose benchmark produced no result fails; a scope that did not run is not checked', () => {
-  const checks = checkFloors([engineThroughput(3), fairness(1.1)], ['engine', 'broker']);
+  const checks = checkFloors([engineThroughput(3), fairness(1.1), flatness(0.9)], ['engine', 'broker']);
   assert.deepEqual(
     checks.map((c) => [c.floor, c.pass]),
     [
       ['engine throughput / raw piscina.run()', true],
       ['broker cycles/s', false],
       ["mixed-load fairness at 60%: short jobs' p99 / piscina's", true],
+      ['fan-out: main CPU per evaluation at 2 threads / at 16', true],
     ],
   );
   assert.match(describeFailures(checks)[0]!, /FAIL broker cycles\/s: no result/);
   assert.deepEqual(checkFloors([engineThroughput(0.5)], ['tasks']).map((c) => c.floor), ['tasks tick vs scan at 1% due'], 'the engine floor is not checked when engine did not run');
   assert.equal(checkFloors([engineThroughput(0.5)], []).length, 0);
+});
+
+test('fan-out flatness is main CPU at 2 threads over at 16, per job cost and write count measured at both', () => {
+  const point = (threads: number, writes: number, mainUsPerEval: number): FanOutPoint => ({
+    costMs: 0.2, threads, writes, evaluations: 1000, mainUsPerEval, evalsPerSec: 1, piscinaMainUsPerTask: 40, piscinaPerSec: 1,
+  });
+  const results = fanOutFlatness([point(2, 10, 24), point(16, 10, 30), point(2, 0, 10), point(8, 0, 10)]);
+  assert.deepEqual(results.map((r) => [r.id, r.ratio]), [['engine.fan-out.flatness.cost-0.2.writes-10', 0.8]], 'no flatness without a 16-thread point');
+  assert.equal(checkFloors(results, ['engine']).find((c) => c.resultId === results[0]!.id)?.pass, true);
 });
 
 test('a ratio that is not a finite number fails', () => {
