@@ -1,7 +1,8 @@
 /**
  * What an item is expected to cost a thread, learned per evaluation type and per task handler from the durations
- * the threads report. The pool lets a thread hold only a bounded amount of this predicted work, so that no-op items
- * still travel many to a message while long items go one at a time and never wait behind each other.
+ * the threads report. The pool writes it into each item's record, so that a thread knows whether the outcomes it
+ * holds may wait for company while the item runs; and it tells a broker with round trips how much work is ahead of
+ * the threads and which threads will be free soon.
  *
  * The estimate is deliberately pessimistic: it jumps to a longer duration at once and comes down by DECAY of the
  * gap per shorter item. One 100 ms outlier among 1 ms items therefore stops items of its kind from queueing behind

@@ -49,10 +49,12 @@ const R = Object.freeze({ HEAD: 0, TAIL: 1, ENTRIES: 2 });
 const RING_WORDS = R.ENTRIES + 2 * RING_ENTRIES;
 
 /**
- * Record layout, by byte: `GENERATION`, `LENGTH`, `BODY_AT` (Int32 words 0–2), the start stamp (Float64 at byte 16:
- * its own 8 bytes, clear of the words), then the inline body.
+ * Record layout, by byte: `GENERATION`, `LENGTH`, `BODY_AT`, `PREDICTED_US` (Int32 words 0–3), the start stamp
+ * (Float64 at byte 16: its own 8 bytes, clear of the words), then the inline body.
  */
-const REC = Object.freeze({ GENERATION: 0, LENGTH: 1, BODY_AT: 2, STARTED_F64: 2 });
+const REC = Object.freeze({ GENERATION: 0, LENGTH: 1, BODY_AT: 2, PREDICTED_US: 3, STARTED_F64: 2 });
+/** `PREDICTED_US` of an item whose run time main could not predict. */
+const UNPREDICTED = -1;
 const INLINE_AT = 24;
 export const INLINE_BODY_BYTES = RECORD_BYTES - INLINE_AT;
 /** `BODY_AT` of a body stored inline. */
@@ -121,14 +123,18 @@ export class WorkQueueWriter {
    * `priority`. False when that level's ring is full: nothing is published (the caller keeps it and publishes again
    * once threads made room), though the record is written.
    */
-  publish(slot: number, generation: number, priority: number, body: Uint8Array): boolean {
-    this.#write(slot, generation, body);
+  publish(slot: number, generation: number, priority: number, body: Uint8Array, predictedMs?: number): boolean {
+    this.#write(slot, generation, body, predictedMs);
     return this.#enqueue(slot, generation, priority);
   }
 
-  /** Writes the item of `slot` at claim `generation` into its record, without publishing it (see `enqueue`). */
-  write(slot: number, generation: number, body: Uint8Array): void {
-    this.#write(slot, generation, body);
+  /**
+   * Writes the item of `slot` at claim `generation` into its record, without publishing it (see `enqueue`), with how
+   * long main predicts it runs (undefined: no prediction), which tells the thread before it whether its result may
+   * wait for company.
+   */
+  write(slot: number, generation: number, body: Uint8Array, predictedMs?: number): void {
+    this.#write(slot, generation, body, predictedMs);
   }
 
   /** Publishes an item whose record was written already; false when the level's ring is full. */
@@ -221,11 +227,13 @@ export class WorkQueueWriter {
     return Atomics.compareExchange(this.#control, C.MAIN_ARMED, 1, 0) === 1;
   }
 
-  #write(slot: number, generation: number, body: Uint8Array): void {
+  #write(slot: number, generation: number, body: Uint8Array, predictedMs: number | undefined): void {
     this.#ensureRecord(slot);
     const at = slot * RECORD_BYTES;
     const words = at / 4;
     this.#recordFloats[at / 8 + REC.STARTED_F64] = 0;
+    this.#recordWords[words + REC.PREDICTED_US] =
+      predictedMs !== undefined && predictedMs >= 0 && Number.isFinite(predictedMs) ? Math.min(0x7fffffff, Math.round(predictedMs * 1000)) : UNPREDICTED;
     if (body.length <= INLINE_BODY_BYTES) {
       this.#records.set(body, at + INLINE_AT);
       this.#recordWords[words + REC.BODY_AT] = INLINE;
@@ -363,6 +371,12 @@ export class WorkQueueReader {
     const where = this.#recordWords[words + REC.BODY_AT]!;
     if (where === INLINE) return this.#records.subarray(at + INLINE_AT, at + INLINE_AT + length);
     return this.#overflow.subarray(where, where + length);
+  }
+
+  /** How long main predicts the item of `slot` runs, ms; undefined when it could not say. */
+  predictedMs(slot: number): number | undefined {
+    const us = this.#recordWords[(slot * RECORD_BYTES) / 4 + REC.PREDICTED_US]!;
+    return us === UNPREDICTED ? undefined : us / 1000;
   }
 
   /** Records when the item of `slot` started (epoch ms), for main's deadlines. */

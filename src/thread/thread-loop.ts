@@ -11,7 +11,10 @@
  * a pinned item) are taken between items whenever the board says one was posted.
  *
  * Results: the outcome goes into the ring; when main armed the doorbell, the one thread that claims it posts a
- * number to main. A result the ring cannot take goes by message.
+ * number to main. A result the ring cannot take goes by message. Each ring costs main a wake-up (tens of µs of CPU,
+ * more than the rest of an evaluation), so outcomes of short items wait for company: the doorbell goes once the thread
+ * is about to run out of work, to start an item main predicts (`WorkQueueWriter.write`) would keep the oldest waiting
+ * outcome past RING_HOLD_MS, or to wait for anything (a promise, an index), and at once for a canceled outcome.
  */
 import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import { performance } from 'node:perf_hooks';
@@ -37,6 +40,11 @@ import { ModuleTable, registerModuleHooks, type UserFunction } from './modules.j
 
 /** Longest the loop runs items back to back before it lets its event loop run once. */
 export const YIELD_MS = 1;
+/**
+ * Longest an outcome waits for company before the doorbell goes, ms, as far as main's predictions of the items run
+ * meanwhile hold. Long items are unaffected (each one rings); items of 0.2 ms share a wake-up of main by five.
+ */
+export const RING_HOLD_MS = 1;
 /** How long a wait for an index sleeps on the change log before it looks again anyway (a reset may have come). */
 const LOG_WAIT_MS = 50;
 
@@ -75,6 +83,13 @@ export class ThreadLoop {
   #following = false;
   /** Outcomes were appended since the doorbell was last rung. */
   #unrung = false;
+  /** When the oldest outcome not rung for was appended (the loop's clock); -Infinity: ring at the next look. */
+  #unrungSince = 0;
+  /** Rings for outcomes held while the item after them awaits (unset while nothing is held). */
+  #ringTimer: ReturnType<typeof setTimeout> | undefined = undefined;
+  readonly #ringFn = (): void => this.#ring();
+  /** The item `#next` returned last came by message (it has no record in the queue). */
+  #nextWasPinned = false;
   readonly #spinMs: number;
   readonly #applyFn = (change: ChangeSet): void => this.#apply(change);
   readonly #startFn = (slot: number, generation: number): boolean => this.#slots.start(slot, generation, this.#index + 1);
@@ -137,7 +152,7 @@ export class ThreadLoop {
       const item = this.#next();
       // The doorbell for the outcome before goes once the next item has been taken: main, reading the outcome,
       // then sees that item leave the queue too, and counts its deadline from about when it really started.
-      this.#ring();
+      if (item === undefined || this.#ringDue(item)) this.#ring();
       if (item !== undefined) {
         await this.#serve(item);
         if (this.#clock.now() - this.#lastYield >= YIELD_MS) await this.#yield();
@@ -150,8 +165,29 @@ export class ThreadLoop {
     }
   }
 
+  /**
+   * Whether the outcomes not rung for must go before `item` runs: main may need to refill the queue (nothing more
+   * is waiting in it), `item` has no prediction (one main sent by message, or a kind never measured), or its predicted
+   * run would keep the oldest outcome waiting past RING_HOLD_MS.
+   */
+  #ringDue(item: ThreadItem): boolean {
+    if (!this.#unrung) return false;
+    if (!this.#queue.hasWork) return true;
+    const predicted = this.#nextWasPinned ? undefined : this.#queue.predictedMs(item.slot);
+    return predicted === undefined || this.#clock.now() - this.#unrungSince + predicted >= RING_HOLD_MS;
+  }
+
+  /** Outcomes held so far go before this thread waits for anything (its item's promise, an index): no company comes. */
+  #ringBeforeWaiting(): void {
+    if (this.#unrung && this.#ringTimer === undefined) this.#ringTimer = setTimeout(this.#ringFn, RING_HOLD_MS).unref();
+  }
+
   /** Rings main's doorbell for the outcomes appended since the last ring, when main armed it. */
   #ring(): void {
+    if (this.#ringTimer !== undefined) {
+      clearTimeout(this.#ringTimer);
+      this.#ringTimer = undefined;
+    }
     if (!this.#unrung) return;
     this.#unrung = false;
     if (this.#queue.claimDoorbell()) this.#port.postMessage(DOORBELL satisfies ThreadToMain);
@@ -159,10 +195,12 @@ export class ThreadLoop {
 
   /** The next item to run, started (its slot is RUNNING, owned by this thread): a pinned one, or the queue's best. */
   #next(): ThreadItem | undefined {
+    this.#nextWasPinned = true;
     while (this.#pinned.length > 0) {
       const item = this.#pinned.shift()!;
       if (this.#slots.start(item.slot, item.generation, this.#index + 1)) return item;
     }
+    this.#nextWasPinned = false;
     const entry = this.#queue.take(this.#startFn);
     if (entry === undefined) return undefined;
     return this.#decode(entry.slot, entry.generation);
@@ -314,6 +352,7 @@ export class ThreadLoop {
         if (this.#replica.appliedIndex < item.minIndex) {
           this.#slots.setPhase(slot, generation, ThreadPhase.WAITING_FOR_INDEX);
           const waitStart = this.#clock.now();
+          this.#ringBeforeWaiting();
           // Through the context, so that a cancel ends the wait (it reads the slot word while waiting).
           await ctx.waitForIndex(item.minIndex, item.syncLimitMs);
           waitedMs = this.#clock.now() - waitStart;
@@ -329,7 +368,10 @@ export class ThreadLoop {
         run['payload'] = item.payload;
         input = run;
       }
-      value = await fn(input, ctx);
+      const answer = fn(input, ctx);
+      // (`instanceof`, not a look at `then`: reading the user's value here must not run a getter of theirs.)
+      if (answer instanceof Promise) this.#ringBeforeWaiting();
+      value = await answer;
     } catch (error) {
       thrown = { error };
     }
@@ -349,8 +391,14 @@ export class ThreadLoop {
   /** Appends the outcome to the result ring (or sends it by message when the ring cannot take it); `#ring` tells main. */
   #send(item: ThreadItem, outcome: ItemOutcome): void {
     const { slot, generation } = item;
-    if (this.#appendOutcome(slot, generation, outcome)) this.#unrung = true;
-    else this.#postOutcome(slot, generation, outcome);
+    if (this.#appendOutcome(slot, generation, outcome)) {
+      if (!this.#unrung) this.#unrungSince = this.#clock.now();
+      this.#unrung = true;
+      // Main ends a canceled delivery's hold on its evaluation at once (the README's promise).
+      if (outcome.status === 'canceled') this.#unrungSince = -Infinity;
+    } else {
+      this.#postOutcome(slot, generation, outcome);
+    }
   }
 
   #appendOutcome(slot: number, generation: number, outcome: ItemOutcome): boolean {
@@ -432,3 +480,4 @@ function safeText(value: unknown): string {
   }
   return '(an unreadable value)';
 }
+

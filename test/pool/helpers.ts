@@ -68,6 +68,7 @@ export function poolHarness(options: { minThreads: number; maxThreads: number; i
       ordered: ref('ordered'),
       hostile: ref('hostile-throw'),
       held: ref('held-boot'),
+      spin: ref('spin-ms'),
     },
     handlers: { noop: ref('noop') },
     clock,
