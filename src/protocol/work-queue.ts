@@ -36,10 +36,12 @@ export const RECORD_BYTES = 256;
 const C = Object.freeze({
   MAIN_ARMED: 0,
   PARKED: 1,
-  LEVELS: 4, // 4 words: levels 0..127
+  LEVELS: 4, // LEVEL_WORDS words: levels 0..127
   RING_AT: 8, // MAX_PRIORITY + 1 words
 });
 const PARK_BASE = C.RING_AT + MAX_PRIORITY + 1;
+/** Words of the `LEVELS` bit map: one bit per priority level, 0..127. */
+const LEVEL_WORDS = 4;
 
 /** Park word states. */
 export const Park = Object.freeze({ AWAKE: 0, PARKED: 1, WOKEN: 2 });
@@ -330,16 +332,24 @@ export class WorkQueueReader {
   /** Whether some level holds an entry (it may be one a take will skip: canceled, or of an older claim). */
   get hasWork(): boolean {
     const c = this.#control;
-    for (let word = 3; word >= 0; word--) {
-      let bits = Atomics.load(c, C.LEVELS + word);
-      while (bits !== 0) {
-        const bit = 31 - Math.clz32(bits);
-        bits &= ~(1 << bit);
-        const at = Atomics.load(c, C.RING_AT + word * 32 + bit);
-        if (at !== 0 && Atomics.load(this.#rings, at / 4 + R.HEAD) !== Atomics.load(this.#rings, at / 4 + R.TAIL)) return true;
-      }
+    for (let p = this.#levelBelow(LEVEL_WORDS * 32); p >= 0; p = this.#levelBelow(p)) {
+      const at = Atomics.load(c, C.RING_AT + p);
+      if (at !== 0 && Atomics.load(this.#rings, at / 4 + R.HEAD) !== Atomics.load(this.#rings, at / 4 + R.TAIL)) return true;
     }
     return false;
+  }
+
+  /** The highest priority level below `below` whose bit is set in `LEVELS`, or -1 when there is none. */
+  #levelBelow(below: number): number {
+    const c = this.#control;
+    for (let word = (below - 1) >> 5; word >= 0; word--) {
+      let bits = Atomics.load(c, C.LEVELS + word);
+      // In the word holding `below - 1`, only the bits up to it.
+      const top = below - 1 - word * 32;
+      if (top < 31) bits &= (1 << (top + 1)) - 1;
+      if (bits !== 0) return word * 32 + 31 - Math.clz32(bits);
+    }
+    return -1;
   }
 
   /**
@@ -347,17 +357,11 @@ export class WorkQueueReader {
    * (`CLAIMED→RUNNING` for that generation), which decides every race. Undefined when nothing can be taken.
    */
   take(start: (slot: number, generation: number) => boolean): TakenEntry | undefined {
-    const c = this.#control;
-    for (let word = 3; word >= 0; word--) {
-      let bits = Atomics.load(c, C.LEVELS + word);
-      while (bits !== 0) {
-        const bit = 31 - Math.clz32(bits);
-        bits &= ~(1 << bit);
-        const taken = this.#takeAt(word * 32 + bit, start);
-        if (taken !== undefined) {
-          Atomics.add(c, PARK_BASE + this.#maxThreads + this.#thread, 1);
-          return taken;
-        }
+    for (let p = this.#levelBelow(LEVEL_WORDS * 32); p >= 0; p = this.#levelBelow(p)) {
+      const taken = this.#takeAt(p, start);
+      if (taken !== undefined) {
+        Atomics.add(this.#control, PARK_BASE + this.#maxThreads + this.#thread, 1);
+        return taken;
       }
     }
     return undefined;
