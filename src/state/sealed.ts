@@ -38,24 +38,16 @@ export class SealedValue {
 }
 
 /**
- * A record whose value is sealed. Its `value` is a getter on the class (an object literal with a getter costs ten
- * times as much to make, and one is made per write): so a spread or a structured clone of the record does not carry
- * the value, while `record.value`, destructuring and `JSON.stringify` (through `toJSON`) do.
+ * What a sealed record and a sealed write share: the bytes, and `value` opened from them where someone reads it.
+ * `value` is a getter on the class (an object literal with a getter costs ten times as much to make, and one is made
+ * per write): so a spread or a structured clone of the holder does not carry the value, while `holder.value`,
+ * destructuring and `JSON.stringify` (through `toJSON`) do.
  */
-class SealedRecord implements StoredRecord {
-  readonly table: string;
-  readonly key: string;
-  readonly createIndex: number;
-  readonly modifyIndex: number;
+abstract class SealedHolder {
   readonly #sealed: SealedValue;
 
-  constructor(table: string, key: string, sealed: SealedValue, createIndex: number, modifyIndex: number) {
-    this.table = table;
-    this.key = key;
-    this.createIndex = createIndex;
-    this.modifyIndex = modifyIndex;
+  constructor(sealed: SealedValue) {
     this.#sealed = sealed;
-    Object.freeze(this);
   }
 
   get value(): unknown {
@@ -64,6 +56,23 @@ class SealedRecord implements StoredRecord {
 
   get sealed(): SealedValue {
     return this.#sealed;
+  }
+}
+
+/** A record whose value is sealed. */
+class SealedRecord extends SealedHolder implements StoredRecord {
+  readonly table: string;
+  readonly key: string;
+  readonly createIndex: number;
+  readonly modifyIndex: number;
+
+  constructor(table: string, key: string, sealed: SealedValue, createIndex: number, modifyIndex: number) {
+    super(sealed);
+    this.table = table;
+    this.key = key;
+    this.createIndex = createIndex;
+    this.modifyIndex = modifyIndex;
+    Object.freeze(this);
   }
 
   toJSON(): StoredRecord {
@@ -72,26 +81,17 @@ class SealedRecord implements StoredRecord {
 }
 
 /** A plan write whose value is sealed (from a pool thread): `value` reads it, the applier stores the bytes. */
-class SealedWrite implements PlanWrite {
+class SealedWrite extends SealedHolder implements PlanWrite {
   readonly table: string;
   readonly key: string;
   readonly readIndex: number;
-  readonly #sealed: SealedValue;
 
   constructor(table: string, key: string, sealed: SealedValue, readIndex: number) {
+    super(sealed);
     this.table = table;
     this.key = key;
     this.readIndex = readIndex;
-    this.#sealed = sealed;
     Object.freeze(this);
-  }
-
-  get value(): unknown {
-    return this.#sealed.open();
-  }
-
-  get sealed(): SealedValue {
-    return this.#sealed;
   }
 
   toJSON(): PlanWrite {
@@ -101,7 +101,7 @@ class SealedWrite implements PlanWrite {
 
 /** The sealed value a record or a write holds, if it holds one. */
 export function sealedOf(holder: unknown): SealedValue | undefined {
-  return holder instanceof SealedRecord || holder instanceof SealedWrite ? holder.sealed : undefined;
+  return holder instanceof SealedHolder ? holder.sealed : undefined;
 }
 
 /** A frozen record of `value`, which may be sealed (then `record.value` decodes it on first read). */
