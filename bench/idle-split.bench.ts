@@ -1,11 +1,11 @@
 /**
- * Where one idle dispatch spends its time, split at the post (the first `postMessage` of the dispatch, timed by
- * wrapping `MessagePort.prototype.postMessage`): main's work before it, the post itself, and post → the scheduler's
- * (or task's) first line on the pool thread. Four sides, in alternating rounds with the same thread count:
+ * Where one idle dispatch spends its time, split at the wake (the first `postMessage` or `Atomics.notify` of the
+ * dispatch, timed by wrapping both): main's work before it, the wake call itself, and wake → the scheduler's (or
+ * task's) first line on the pool thread. Four sides, in alternating rounds with the same thread count:
  * - `engine`: `engine.enqueue` → the scheduler, as the idle-latency benchmark measures it;
  * - `pool`: `ThreadPool.dispatch` of the same item with no broker and no worker (the dispatcher and the threads);
- * - `pool + 3 µs after the post`: the same with 3 µs of main-thread work after the dispatch returns, which shows
- *   whether main's work after the post delays the thread (it does when both share a CPU);
+ * - `pool + 3 µs after the wake`: the same with 3 µs of main-thread work after the dispatch returns, which shows
+ *   whether main's work after the wake delays the thread (it does when both share a CPU);
  * - `piscina`: `run()` → the task.
  * Run it pinned to one CPU to take the vCPU wake-up out (`taskset -c 0 node …`), or not, to see both modes.
  *
@@ -32,59 +32,78 @@ const BUSY_AFTER_POST_US = 3;
 
 interface Split {
   readonly before: Latency;
-  readonly post: Latency;
+  readonly wake: Latency;
   readonly after: Latency;
   readonly total: Latency;
+  /** Samples that needed no wake: the thread had not parked yet. */
+  unwoken: number;
 }
 
-/** Times the first post made inside `dispatch`: [start of the call, end of the call]. */
-class PostClock {
+/**
+ * Times the first wake made inside `dispatch`, the moment main hands the item to a thread: a `postMessage` (Piscina
+ * posts the task, then notifies) or an `Atomics.notify` (the engine publishes in shared memory, then notifies a
+ * parked thread). [start of the call, end of the call].
+ */
+class WakeClock {
   start = 0;
   end = 0;
   #armed = false;
-  readonly #original = MessagePort.prototype.postMessage;
+  readonly #post = MessagePort.prototype.postMessage;
+  readonly #notify = Atomics.notify;
 
   install(): void {
-    const original = this.#original;
     const clock = this;
+    const post = this.#post;
     MessagePort.prototype.postMessage = function (this: MessagePort, ...args: Parameters<MessagePort['postMessage']>) {
-      if (!clock.#armed) return original.apply(this, args);
-      clock.#armed = false;
-      clock.start = nowUs();
-      try {
-        return original.apply(this, args);
-      } finally {
-        clock.end = nowUs();
-      }
+      return clock.#timed(() => post.apply(this, args));
     };
+    const notify = this.#notify;
+    Atomics.notify = ((typedArray: Int32Array, index: number, count?: number): number =>
+      clock.#timed(() => notify(typedArray, index, count))) as typeof Atomics.notify;
   }
 
   uninstall(): void {
-    MessagePort.prototype.postMessage = this.#original;
+    MessagePort.prototype.postMessage = this.#post;
+    Atomics.notify = this.#notify;
   }
 
-  /** The next post is the one to time. */
+  /** The next wake is the one to time. */
   arm(): void {
     this.#armed = true;
     this.start = 0;
   }
+
+  #timed<T>(wake: () => T): T {
+    if (!this.#armed) return wake();
+    this.#armed = false;
+    this.start = nowUs();
+    try {
+      return wake();
+    } finally {
+      this.end = nowUs();
+    }
+  }
 }
 
 function newSplit(): Split {
-  return { before: new Latency(), post: new Latency(), after: new Latency(), total: new Latency() };
+  return { before: new Latency(), wake: new Latency(), after: new Latency(), total: new Latency(), unwoken: 0 };
 }
 
-function record(split: Split, t0: number, posts: PostClock, entry: number): void {
-  if (posts.start === 0) throw new Error('Expected the dispatch to post to a thread, but it posted nothing');
-  split.before.recordUs(posts.start - t0);
-  split.post.recordUs(posts.end - posts.start);
-  split.after.recordUs(entry - posts.start);
+/** A sample whose thread was still awake (main published, no wake was needed) counts in the total only. */
+function record(split: Split, t0: number, wakes: WakeClock, entry: number): void {
   split.total.recordUs(entry - t0);
+  if (wakes.start === 0) {
+    split.unwoken++;
+    return;
+  }
+  split.before.recordUs(wakes.start - t0);
+  split.wake.recordUs(wakes.end - wakes.start);
+  split.after.recordUs(entry - wakes.start);
 }
 
 interface Round {
   readonly split: Split;
-  readonly posts: PostClock;
+  readonly wakes: WakeClock;
   readonly samples: number;
   readonly pauseMs: number;
 }
@@ -99,12 +118,12 @@ async function sampleLoop(round: Round, stamps: Float64Array, dispatch: (i: numb
   for (let i = -IDLE_WARMUP_SAMPLES; i < round.samples; i++) {
     const index = Math.max(0, i);
     const settled = prepare?.();
-    round.posts.arm();
+    round.wakes.arm();
     const t0 = nowUs();
     await dispatch(i, index);
     await settled;
     await betweenSamples(i >= 0 ? round.pauseMs : 0);
-    if (i >= 0) record(round.split, t0, round.posts, stamps[index]!);
+    if (i >= 0) record(round.split, t0, round.wakes, stamps[index]!);
   }
 }
 
@@ -167,18 +186,18 @@ export async function runIdleSplitBench(options: { rounds?: number; samples?: nu
   const rounds = options.rounds ?? 8;
   const samples = options.samples ?? 300;
   const pauseMs = options.pauseMs ?? 0;
-  const posts = new PostClock();
+  const wakes = new WakeClock();
   const sides: Array<{ readonly id: string; readonly name: string; readonly split: Split; readonly run: () => Promise<void> }> = [];
   const side = (id: string, name: string, run: (split: Split) => Promise<void>): void => {
     const split = newSplit();
     sides.push({ id, name, split, run: () => run(split) });
   };
-  const roundOf = (split: Split): Round => ({ split, posts, samples, pauseMs });
+  const roundOf = (split: Split): Round => ({ split, wakes, samples, pauseMs });
   side('engine', 'engine: enqueue → scheduler', (s) => engineRound(roundOf(s)));
   side('pool', 'pool alone: ThreadPool.dispatch → scheduler', (s) => poolRound(roundOf(s), 0));
-  side('pool-busy', `pool alone + ${BUSY_AFTER_POST_US} µs of main work after the post`, (s) => poolRound(roundOf(s), BUSY_AFTER_POST_US));
+  side('pool-busy', `pool alone + ${BUSY_AFTER_POST_US} µs of main work after the wake`, (s) => poolRound(roundOf(s), BUSY_AFTER_POST_US));
   side('piscina', 'Piscina: run() → task', (s) => piscinaRound(roundOf(s)));
-  posts.install();
+  wakes.install();
   try {
     for (let r = 0; r < rounds; r++) {
       for (const s of r % 2 === 0 ? sides : [...sides].reverse()) {
@@ -187,7 +206,7 @@ export async function runIdleSplitBench(options: { rounds?: number; samples?: nu
       }
     }
   } finally {
-    posts.uninstall();
+    wakes.uninstall();
   }
   const q = (l: Latency): string => [25, 50, 90].map((p) => round(l.percentileUs(p), 1)).join(' / ');
   return sides.map(({ id, name, split }) => ({
@@ -196,14 +215,14 @@ export async function runIdleSplitBench(options: { rounds?: number; samples?: nu
     name: `idle dispatch split: ${name}`,
     ...split.total.summary(),
     threads: 2,
-    notes: `p25/p50/p90 µs: main before the post ${q(split.before)}; the post ${q(split.post)}; post → entry ${q(split.after)}; ${split.total.count} samples${pauseMs > 0 ? `, each after ${pauseMs} ms idle` : ''}`,
+    notes: `p25/p50/p90 µs: main before the wake ${q(split.before)}; the wake ${q(split.wake)}; wake → entry ${q(split.after)}; ${split.total.count} samples, ${split.unwoken} of them with no wake (the thread was not parked yet)${pauseMs > 0 ? `, each after ${pauseMs} ms idle` : ''}`,
   }));
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const pauseMs = integerArg('--pause-ms', 0, 0);
   printTable(
-    `idle dispatch, split at the post (2 threads${pauseMs > 0 ? `, ${pauseMs} ms idle before each` : ''})`,
+    `idle dispatch, split at the wake (2 threads${pauseMs > 0 ? `, ${pauseMs} ms idle before each` : ''})`,
     await runIdleSplitBench({ rounds: integerArg('--rounds', 8), samples: integerArg('--samples', 300), pauseMs }),
   );
 }
