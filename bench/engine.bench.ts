@@ -39,11 +39,10 @@ export interface EngineBenchOptions {
 
 async function newEngine(
   threads: number,
-  options: { workers?: number | undefined; deliveryLimit?: number; idleSpinUs?: number } = {},
+  options: { workers?: number | undefined; deliveryLimit?: number } = {},
 ): Promise<Engine> {
   const engine = createEngine({
     threads,
-    ...(options.idleSpinUs === undefined || options.idleSpinUs === 0 ? {} : { idleSpinUs: options.idleSpinUs }),
     ...(options.workers === undefined ? {} : { workers: options.workers }),
     schedulers: { noop: fixture('noop-scheduler'), stamp: fixture('stamp-scheduler'), spin: fixture('spin-scheduler'), value: fixture('value-scheduler') },
     broker: { deliveryLimit: options.deliveryLimit ?? 3, initialNackDelayMs: 3_600_000 },
@@ -166,8 +165,8 @@ export function settled(pauseMs = 0): Promise<void> {
 }
 
 /** enqueue → scheduler entry, one evaluation at a time (idle engine). */
-export async function engineIdleLatency(threads: number, samples: number, pauseMs = 0, idleSpinUs = 0, warmup = IDLE_WARMUP_SAMPLES): Promise<Latency> {
-  return (await measureEngineIdle(threads, samples, pauseMs, idleSpinUs, warmup)).latency;
+export async function engineIdleLatency(threads: number, samples: number, pauseMs = 0, warmup = IDLE_WARMUP_SAMPLES): Promise<Latency> {
+  return (await measureEngineIdle(threads, samples, pauseMs, warmup)).latency;
 }
 
 interface IdleMeasurement {
@@ -177,8 +176,8 @@ interface IdleMeasurement {
   readonly wallMs: number;
 }
 
-async function measureEngineIdle(threads: number, samples: number, pauseMs: number, idleSpinUs: number, warmup: number): Promise<IdleMeasurement> {
-  const engine = await newEngine(threads, { idleSpinUs });
+async function measureEngineIdle(threads: number, samples: number, pauseMs: number, warmup: number): Promise<IdleMeasurement> {
+  const engine = await newEngine(threads);
   const stamps = new Float64Array(new SharedArrayBuffer(8 * samples));
   const latency = new Latency();
   let cpu = process.cpuUsage();
@@ -300,20 +299,18 @@ export async function compareIdleLatency(
   {
     rounds = IDLE_ROUNDS,
     pauseMs = 0,
-    idleSpinUs = 0,
     warmup = IDLE_WARMUP_SAMPLES,
-  }: { readonly rounds?: number; readonly pauseMs?: number; readonly idleSpinUs?: number; readonly warmup?: number } = {},
+  }: { readonly rounds?: number; readonly pauseMs?: number; readonly warmup?: number } = {},
 ): Promise<LatencyComparison> {
   const raw = new Latency();
   const engine = new Latency();
   const ratios: number[] = [];
   const perRound = Math.max(1, Math.ceil(samples / rounds));
-  // CPU the whole process (main and pool threads) burns per second of wall time on the engine's side: with
-  // idleSpinUs, what the polling costs while the engine idles between samples.
+  // CPU the whole process (main and pool threads) burns per second of wall time on the engine's side.
   let engineCpuUs = 0;
   let engineWallMs = 0;
   const measuredEngine = async (): Promise<Latency> => {
-    const measured = await measureEngineIdle(threads, perRound, pauseMs, idleSpinUs, warmup);
+    const measured = await measureEngineIdle(threads, perRound, pauseMs, warmup);
     engineCpuUs += measured.cpuUs;
     engineWallMs += measured.wallMs;
     return measured.latency;
@@ -335,21 +332,19 @@ export async function compareIdleLatency(
     raw.merge(r);
     engine.merge(e);
   }
-  const pause = (pauseMs > 0 ? `, each after ${pauseMs} ms idle` : '') + (idleSpinUs > 0 ? `, threads poll ${idleSpinUs} µs when idle` : '');
+  const pause = pauseMs > 0 ? `, each after ${pauseMs} ms idle` : '';
   const cpuPerSec = engineCpuUs / 1000 / engineWallMs;
   const notes = `${perRound * rounds} samples each, one at a time${pause}, in ${rounds} alternating rounds, each after ${warmup} dispatches on a new pool; ratio = median of the rounds' p50 ratios (${ratios.map((x) => round(x)).join(', ')}); the engine's process used ${round(cpuPerSec, 2)} CPU-s per s meanwhile`;
-  const spin = idleSpinUs > 0 ? `-spin${idleSpinUs}` : '';
-  const spinName = idleSpinUs > 0 ? `, idleSpinUs ${idleSpinUs}` : '';
   // Fewer warm-up dispatches than the suite's own: the figure is a fresh pool's, and says so in its id and name.
   const cold = warmup < IDLE_WARMUP_SAMPLES ? '-cold' : '';
   const coldName = cold === '' ? '' : `, the first ${perRound} after ${warmup} on a new pool`;
   const what =
     pauseMs > 0
       ? {
-          id: `engine.idle-latency-after-${pauseMs}ms${spin}${cold}`,
-          name: `idle dispatch latency after ${pauseMs} ms idle${spinName}${coldName} (enqueue → scheduler entry)`,
+          id: `engine.idle-latency-after-${pauseMs}ms${cold}`,
+          name: `idle dispatch latency after ${pauseMs} ms idle${coldName} (enqueue → scheduler entry)`,
         }
-      : { id: `engine.idle-latency${spin}${cold}`, name: `idle dispatch latency${spinName}${coldName} (enqueue → scheduler entry)` };
+      : { id: `engine.idle-latency${cold}`, name: `idle dispatch latency${coldName} (enqueue → scheduler entry)` };
   const comparison = latencyComparison({ ...what, baseline: 'piscina one-way p50 (>1 = engine faster)', notes }, threads, engine, raw, median(ratios));
   return { ...comparison, result: { ...comparison.result, engineCpuSecondsPerSecond: round(cpuPerSec, 3) } };
 }
@@ -416,20 +411,20 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
  * and Piscina's threads all share one core: what a container limited to one CPU sees. Undefined where `taskset` is
  * not available.
  */
-export function pinnedIdleLatency(samples: number, idleSpinUs = 0): BenchResult | undefined {
+export function pinnedIdleLatency(samples: number): BenchResult | undefined {
   try {
     execFileSync('taskset', ['-c', '0', 'true'], { stdio: 'ignore' });
   } catch {
     return undefined;
   }
-  const args = ['-c', '0', process.execPath, '--expose-gc', fileURLToPath(import.meta.url), '--idle-json', String(samples), String(idleSpinUs)];
+  const args = ['-c', '0', process.execPath, '--expose-gc', fileURLToPath(import.meta.url), '--idle-json', String(samples)];
   const out = execFileSync('taskset', args, { encoding: 'utf8', maxBuffer: 16 * 1024 * 1024 });
   const result = JSON.parse(out.trim().split('\n').at(-1)!) as BenchResult;
   return { ...result, id: `${result.id ?? 'engine.idle-latency'}-pinned`, name: `${result.name}, pinned to one CPU (taskset -c 0)` };
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href && process.argv[2] === '--idle-json') {
-  const { result } = await compareIdleLatency(1, Number(process.argv[3] ?? 600), { idleSpinUs: Number(process.argv[4] ?? 0) });
+  const { result } = await compareIdleLatency(1, Number(process.argv[3] ?? 600));
   console.log(JSON.stringify(result));
 } else if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const quick = process.argv.includes('--quick');

@@ -1,6 +1,5 @@
 /**
- * Dispatch latency against offered load: the engine (default mode and, optionally, with idle threads polling) and
- * raw Piscina, each offered evaluations (tasks) open loop at fixed rates from 1,000/s up to past saturation. Job `i`
+ * Dispatch latency against offered load: the engine and raw Piscina, each offered evaluations (tasks) open loop at fixed rates from 1,000/s up to past saturation. Job `i`
  * is due at `start + i / rate`; the sender wakes on a timer and sends everything due, and the latency of job `i` is
  * its scheduler's entry time minus its due time, so a sender that falls behind (a busy main thread) shows up as
  * latency instead of lowering the load (no coordinated omission).
@@ -47,10 +46,9 @@ function toPoint(rate: number, count: number, due: Float64Array, stamps: Float64
   return { rate, count, p50Us: s.p50Us, p99Us: s.p99Us, p999Us: s.p999Us };
 }
 
-async function engineCurve(threads: number, rates: readonly number[], seconds: number, idleSpinUs: number): Promise<LoadPoint[]> {
+async function engineCurve(threads: number, rates: readonly number[], seconds: number): Promise<LoadPoint[]> {
   const engine: Engine = createEngine({
     threads,
-    ...(idleSpinUs > 0 ? { idleSpinUs } : {}),
     schedulers: { stamp: fixture('stamp-scheduler') },
     broker: { initialNackDelayMs: 3_600_000 },
   });
@@ -116,32 +114,27 @@ export interface LoadCurveComparison {
   readonly results: BenchResult[];
 }
 
-/** The curves of Piscina, the engine and (with `idleSpinUs`) the engine polling, and one result row per rate. */
+/** The curves of Piscina and the engine, and one result row per rate. */
 export async function compareLoadCurves(
   threads: number,
-  { quick = false, idleSpinUs = 0 }: { readonly quick?: boolean; readonly idleSpinUs?: number } = {},
+  { quick = false }: { readonly quick?: boolean } = {},
 ): Promise<LoadCurveComparison> {
   const rates = quick ? QUICK_RATES : FULL_RATES;
   const seconds = quick ? 0.25 : 0.6;
   const raw = await piscinaCurve(threads, rates, seconds);
   globalThis.gc?.();
-  const engine = await engineCurve(threads, rates, seconds, 0);
+  const engine = await engineCurve(threads, rates, seconds);
   const curves: LoadCurve[] = [
     { label: 'raw Piscina', threads, points: raw },
     { label: 'engine', threads, points: engine },
   ];
-  if (idleSpinUs > 0) {
-    globalThis.gc?.();
-    curves.push({ label: `engine, idleSpinUs ${idleSpinUs}`, threads, points: await engineCurve(threads, rates, seconds, idleSpinUs) });
-  }
   const results: BenchResult[] = [];
   for (const curve of curves.slice(1)) {
-    const slug = curve.label === 'engine' ? '' : `-spin${idleSpinUs}`;
     curve.points.forEach((p, i) => {
       const base = raw[i]!;
       results.push({
         scope: 'engine',
-        id: `engine.load-curve${slug}.${p.rate}`,
+        id: `engine.load-curve.${p.rate}`,
         name: `dispatch latency at ${p.rate.toLocaleString('en-US')}/s offered (${curve.label})`,
         ratio: round(base.p99Us / p.p99Us),
         baseline: "piscina p99 at the same load (>1 = engine's lower)",
@@ -158,7 +151,7 @@ export async function compareLoadCurves(
     const rawSat = saturationRate(raw);
     results.push({
       scope: 'engine',
-      id: `engine.load-curve${slug}.saturation`,
+      id: `engine.load-curve.saturation`,
       name: `offered load where p99 first exceeds ${SATURATION_P99_US / 1000} ms (${curve.label})`,
       ...(Number.isFinite(rawSat) ? { ratio: round(engineSat / rawSat) } : {}),
       baseline: 'piscina, the same (>1 = engine holds more load)',
@@ -171,8 +164,6 @@ export async function compareLoadCurves(
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const quick = process.argv.includes('--quick');
-  const spinArg = process.argv.indexOf('--spin');
-  const idleSpinUs = spinArg > 0 ? Number(process.argv[spinArg + 1]) : 0;
-  const { results } = await compareLoadCurves(2, { quick, idleSpinUs });
+  const { results } = await compareLoadCurves(2, { quick });
   printTable('dispatch latency against offered load (threads=2)', results);
 }

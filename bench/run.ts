@@ -73,7 +73,6 @@ function idleLatencyUnit(u: {
   readonly threads: number;
   readonly samples: number;
   readonly pauseMs?: number;
-  readonly idleSpinUs?: number;
   /** Dispatches before each round measures (the suite's default: a warm pool). */
   readonly warmup?: number;
   readonly inCi?: boolean;
@@ -86,7 +85,6 @@ function idleLatencyUnit(u: {
     async run() {
       const { result, engine, raw } = await compareIdleLatency(u.threads, u.samples, {
         pauseMs: u.pauseMs ?? 0,
-        idleSpinUs: u.idleSpinUs ?? 0,
         ...(u.warmup === undefined ? {} : { warmup: u.warmup }),
       });
       return {
@@ -103,9 +101,6 @@ function idleLatencyUnit(u: {
     },
   };
 }
-
-/** The polling window the spin-mode rows use (the issue's figure). */
-const SPIN_US = 200;
 
 function units(o: RunOptions): Unit[] {
   const quick = o.quick;
@@ -178,22 +173,6 @@ function units(o: RunOptions): Unit[] {
     }),
   );
 
-  list.push(
-    idleLatencyUnit({
-      id: 'engine.latency-after-idle-spin',
-      title: `engine dispatch latency after 1 ms idle, idleSpinUs ${SPIN_US} (${plural(threads, 'thread')})`,
-      chartId: 'engine-latency-after-idle-spin',
-      chartTitle: `Dispatch latency after 1 ms idle with idleSpinUs ${SPIN_US}: enqueue → scheduler entry`,
-      threads,
-      samples: quick ? 200 : 600,
-      pauseMs: 1,
-      idleSpinUs: SPIN_US,
-      // The price of the spin: beside the row above, the CPU per second the process burns while it idles between
-      // sparse requests (the pause outlasts the spin, so no request meets a polling thread). No floor reads it.
-      inCi: false,
-    }),
-  );
-
   list.push({
     id: 'engine.cancel',
     scope: 'engine',
@@ -249,11 +228,11 @@ function units(o: RunOptions): Unit[] {
   list.push({
     id: 'engine.load-curve',
     scope: 'engine',
-    title: `dispatch latency against offered load, open loop, engine (default and idleSpinUs ${SPIN_US}) and Piscina (${plural(threads, 'thread')})`,
+    title: `dispatch latency against offered load, open loop, engine and Piscina (${plural(threads, 'thread')})`,
     // Seconds per rate and side, up to past saturation: the full suite's, not CI's.
     inCi: false,
     async run() {
-      const { curves, results } = await compareLoadCurves(threads, { quick, idleSpinUs: SPIN_US });
+      const { curves, results } = await compareLoadCurves(threads, { quick });
       return { results, loadCurves: curves };
     },
   });
@@ -274,32 +253,15 @@ function units(o: RunOptions): Unit[] {
     },
   });
 
-  list.push(
-    idleLatencyUnit({
-      id: 'engine.latency-spin',
-      title: `engine idle dispatch latency, idleSpinUs ${SPIN_US} (${plural(threads, 'thread')})`,
-      chartId: 'engine-idle-latency-spin',
-      chartTitle: `Idle dispatch latency with idleSpinUs ${SPIN_US}: enqueue → scheduler entry`,
-      threads,
-      samples: quick ? 300 : 2000,
-      idleSpinUs: SPIN_US,
-      inCi: false,
-    }),
-  );
-
   list.push({
     id: 'engine.latency-pinned',
     scope: 'engine',
-    title: `engine idle dispatch latency pinned to one CPU (taskset -c 0), default and idleSpinUs ${SPIN_US}`,
-    // Two child processes of alternating rounds; diagnostic, no floor reads it.
+    title: 'engine idle dispatch latency pinned to one CPU (taskset -c 0)',
+    // A child process of alternating rounds; diagnostic, no floor reads it.
     inCi: false,
     async run() {
-      const results: BenchResult[] = [];
-      for (const spin of [0, SPIN_US]) {
-        const result = pinnedIdleLatency(quick ? 300 : 1000, spin);
-        if (result !== undefined) results.push(result);
-      }
-      return { results };
+      const result = pinnedIdleLatency(quick ? 300 : 1000);
+      return { results: result === undefined ? [] : [result] };
     },
   });
 
@@ -315,7 +277,7 @@ function units(o: RunOptions): Unit[] {
   list.push({
     id: 'engine.idle-split',
     scope: 'engine',
-    title: 'idle dispatch split at the post: engine, the pool alone, the pool with main busy after the post, Piscina',
+    title: 'idle dispatch split at the wake: engine, the pool alone, the pool with main busy after the wake, Piscina',
     // Diagnostic (where the idle latency goes), a few seconds, and no floor reads it.
     inCi: false,
     run: async () => ({ results: await runIdleSplitBench(quick ? { rounds: 4, samples: 150 } : {}) }),
@@ -389,7 +351,7 @@ function units(o: RunOptions): Unit[] {
             baselineP99Us: p.loaded.piscina.p99Us,
             threads: p.threads,
             unit: 'evaluations/s',
-            notes: `idle p50 ${p.idle.engine.p50Us} µs (polling ${p.idle.engineSpin?.p50Us ?? '–'} µs) vs Piscina ${p.idle.piscina.p50Us} µs; loaded p99 polling ${p.loaded.engineSpin?.p99Us ?? '–'} µs`,
+            notes: `idle p50 ${p.idle.engine.p50Us} µs vs Piscina ${p.idle.piscina.p50Us} µs`,
           })),
         };
       },

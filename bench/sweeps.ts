@@ -51,9 +51,8 @@ export interface ThreadSweepPoint {
   readonly piscinaOpsPerSec: number;
   /** engine / raw Piscina throughput at this thread count. */
   readonly throughputRatio: number;
-  /** `engineSpin`: the engine with idle threads polling for `spinUs` (absent in reports made before it existed). */
-  readonly idle: { readonly engine: Summary; readonly piscina: Summary; readonly engineSpin?: Summary; readonly spinUs?: number };
-  readonly loaded: { readonly rate: number; readonly engine: Summary; readonly piscina: Summary; readonly engineSpin?: Summary };
+  readonly idle: { readonly engine: Summary; readonly piscina: Summary };
+  readonly loaded: { readonly rate: number; readonly engine: Summary; readonly piscina: Summary };
   readonly distributions: { readonly loadedEngine: Distribution; readonly loadedPiscina: Distribution };
 }
 
@@ -81,10 +80,9 @@ async function paced(count: number, rate: number, sent: Float64Array, submit: (i
 }
 
 /** enqueue → scheduler entry with `rate` evaluations per second arriving (after a short warm-up). */
-export async function engineLoadedLatency(threads: number, rate: number, durationMs: number, idleSpinUs = 0): Promise<Latency> {
+export async function engineLoadedLatency(threads: number, rate: number, durationMs: number): Promise<Latency> {
   const engine = createEngine({
     threads,
-    ...(idleSpinUs > 0 ? { idleSpinUs } : {}),
     schedulers: { stamp: fixture('stamp-scheduler') },
     broker: { initialNackDelayMs: 3_600_000 },
   });
@@ -134,9 +132,6 @@ function collect(): void {
   (globalThis as { gc?: () => void }).gc?.();
 }
 
-/** The polling window of the sweep's spin-mode rows, µs. */
-const SWEEP_SPIN_US = 200;
-
 export async function threadSweep(counts: readonly number[], options: ThreadSweepOptions = {}): Promise<ThreadSweepPoint[]> {
   const quick = options.quick === true;
   const rate = options.loadRate ?? 10_000;
@@ -152,20 +147,17 @@ export async function threadSweep(counts: readonly number[], options: ThreadSwee
     collect();
     const idlePiscina = (await piscinaIdleLatency(threads, idleSamples)).summary();
     const idleEngine = (await engineIdleLatency(threads, idleSamples)).summary();
-    const idleEngineSpin = (await engineIdleLatency(threads, idleSamples, 0, SWEEP_SPIN_US)).summary();
     collect();
     const loadedPiscina = await piscinaLoadedLatency(threads, rate, loadedMs);
     collect();
     const loadedEngine = await engineLoadedLatency(threads, rate, loadedMs);
-    collect();
-    const loadedEngineSpin = await engineLoadedLatency(threads, rate, loadedMs, SWEEP_SPIN_US);
     const point: ThreadSweepPoint = {
       threads,
       engineOpsPerSec: round(engine.opsPerSec, 0),
       piscinaOpsPerSec: round(raw.opsPerSec, 0),
       throughputRatio: round(engine.opsPerSec / raw.opsPerSec),
-      idle: { engine: idleEngine, piscina: idlePiscina, engineSpin: idleEngineSpin, spinUs: SWEEP_SPIN_US },
-      loaded: { rate, engine: loadedEngine.summary(), piscina: loadedPiscina.summary(), engineSpin: loadedEngineSpin.summary() },
+      idle: { engine: idleEngine, piscina: idlePiscina },
+      loaded: { rate, engine: loadedEngine.summary(), piscina: loadedPiscina.summary() },
       distributions: {
         loadedEngine: distributionOf(`engine, ${threads} thread${threads === 1 ? '' : 's'}`, loadedEngine),
         loadedPiscina: distributionOf(`raw Piscina, ${threads} thread${threads === 1 ? '' : 's'}`, loadedPiscina),

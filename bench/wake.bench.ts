@@ -5,7 +5,7 @@
  *   `receiveMessageOnPort` (Piscina's idle path);
  * - `event-loop`: `postMessage` to a thread idle in its event loop (the engine's pool threads);
  * - `ring`: the message as JSON bytes in shared memory plus `Atomics.notify` (no MessagePort);
- * - `poll-port` / `poll-ring`: a thread that polls a shared cell instead of sleeping (`idleSpinUs`), the message
+ * - `poll-port` / `poll-ring`: a thread that polls a shared cell instead of sleeping (the engine does not: see README), the message
  *   through its port or as JSON bytes in shared memory: what a ring of encoded items would save a polling thread.
  * Reported per mechanism: one-way latency (before the send → the thread has the message) and how long the send
  * itself blocks main, p10/p50/p90 over rounds that alternate the mechanisms.

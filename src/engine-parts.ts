@@ -3,7 +3,6 @@
  * resolved options and the backend's seams (the pool reads the state's change feed; a worker talks to the broker,
  * the plan committer and the state through their interfaces only).
  */
-import { availableParallelism } from 'node:os';
 import type { Backend } from './backend/backend.js';
 import { Backoff } from './backoff.js';
 import type { EngineEvents } from './engine-types.js';
@@ -13,15 +12,6 @@ import { ThreadPool } from './pool/thread-pool.js';
 import type { SlotTable } from './slots/slot-table.js';
 import { SchedulingWorker, type DeliveryIndex } from './workers/scheduling-worker.js';
 import { WorkerMetrics } from './workers/worker-metrics.js';
-
-/**
- * `idleSpinUs` as the threads get it: a thread that polls for work burns a core, so it polls only while the machine
- * has a core to spare beside the pool's threads (they are fewer than the cores). Otherwise polling takes CPU from the
- * main thread and the other threads, and makes dispatch slower, not faster.
- */
-export function spinWithSpareCore(idleSpinUs: number, maxThreads: number, cores = availableParallelism()): number {
-  return maxThreads < cores ? idleSpinUs : 0;
-}
 
 /** Work ahead past which the broker's pacing need not count (ms per thread). */
 const WORK_AHEAD_COUNTED_MS = 1_000;
@@ -42,7 +32,6 @@ export function createPool(o: ResolvedEngineOptions, slots: SlotTable, backend: 
     logger: o.logger,
     cancelGraceMs: o.cancelGraceMs,
     idleTimeoutMs: o.idleTimeoutMs,
-    idleSpinUs: spinWithSpareCore(o.idleSpinUs, o.threads.max),
     resourceLimits: o.resourceLimits,
     respawnBackoff: new Backoff(o.backoff, { clock: o.clock }),
     onThreadExit: (exit) => events.emit('engine:thread-exit', exit),

@@ -89,15 +89,6 @@ export interface EngineOptions {
    */
   readonly idleTimeoutMs?: number;
   /**
-   * How long a pool thread that ran out of work keeps polling shared memory for more before it parks, µs. While it
-   * polls, a new item starts without waking the thread; the price is CPU burned while idle. It applies only on a
-   * machine with a core to spare beside the pool (`threads.max` below the cores): with no spare core a polling
-   * thread takes CPU from main and the other threads and makes dispatch slower, so there the threads never poll.
-   * 0 never polls.
-   * @default 0
-   */
-  readonly idleSpinUs?: number;
-  /**
    * Tables of the state store.
    * @default `[]`
    */
@@ -155,7 +146,6 @@ export const engineDefaults = Object.freeze({
   maxPlanAttempts: 5,
   cancelGraceMs: 1_000,
   idleTimeoutMs: 30_000,
-  idleSpinUs: 0,
   tickMs: 1_000,
   claimTtlMs: 10_000,
   maxPayloadBytes: 1_048_576,
@@ -180,7 +170,6 @@ export interface ResolvedEngineOptions {
   readonly maxPlanAttempts: number;
   readonly cancelGraceMs: number;
   readonly idleTimeoutMs: number;
-  readonly idleSpinUs: number;
   readonly tables: readonly string[];
   readonly evaluatePlan: EvaluatePlan | undefined;
   readonly tickMs: number;
@@ -291,7 +280,7 @@ function object(key: string, value: unknown): Record<string, unknown> | undefine
 
 const knownKeys: readonly string[] = [
   'backend', 'threads', 'workers', 'schedulers', 'handlers', 'backoff', 'broker', 'dequeueTimeoutMs', 'syncLimitMs', 'maxPlanAttempts',
-  'cancelGraceMs', 'idleTimeoutMs', 'idleSpinUs', 'tables', 'evaluatePlan', 'tickMs', 'claimTtlMs', 'resourceLimits', 'maxPayloadBytes',
+  'cancelGraceMs', 'idleTimeoutMs', 'tables', 'evaluatePlan', 'tickMs', 'claimTtlMs', 'resourceLimits', 'maxPayloadBytes',
   'logger', 'registry', 'clock',
 ];
 
@@ -349,7 +338,6 @@ export function resolveEngineOptions(options: unknown): ResolvedEngineOptions {
     maxPlanAttempts: integer(o, 'maxPlanAttempts', 1, 1000, d.maxPlanAttempts),
     cancelGraceMs: integer(o, 'cancelGraceMs', 0, 3_600_000, d.cancelGraceMs),
     idleTimeoutMs: integer(o, 'idleTimeoutMs', 1, 86_400_000, d.idleTimeoutMs),
-    idleSpinUs: integer(o, 'idleSpinUs', 0, 1_000_000, d.idleSpinUs),
     tables: tables as string[],
     evaluatePlan: evaluatePlan as EvaluatePlan | undefined,
     tickMs: integer(o, 'tickMs', 1, 86_400_000, d.tickMs),

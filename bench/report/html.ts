@@ -110,9 +110,6 @@ function threadSection(points: readonly ThreadSweepPoint[]): string {
       { label: 'piscina p50, loaded', color: COLORS.baseline, kind: 'line', marker: 'square', points: points.map((p) => [p.threads, p.loaded.piscina.p50Us]) },
       { label: 'piscina p99, loaded', color: COLORS.baseline, kind: 'line', dashed: true, marker: 'diamond', points: points.map((p) => [p.threads, p.loaded.piscina.p99Us]) },
       { label: 'engine p50, idle', color: COLORS.third, kind: 'line', points: points.map((p) => [p.threads, p.idle.engine.p50Us]) },
-      ...(points.every((p) => p.idle.engineSpin !== undefined)
-        ? [{ label: `engine p50, idle, idleSpinUs ${points[0]!.idle.spinUs ?? ''}`, color: COLORS.third, kind: 'line' as const, dashed: true, marker: 'diamond' as const, points: points.map((p) => [p.threads, p.idle.engineSpin!.p50Us] as [number, number]) }]
-        : []),
       { label: 'piscina p50, idle', color: COLORS.fourth, kind: 'line', marker: 'square', points: points.map((p) => [p.threads, p.idle.piscina.p50Us]) },
     ],
   });
@@ -127,7 +124,7 @@ function threadSection(points: readonly ThreadSweepPoint[]): string {
   const rows = points
     .map(
       (p) => `<tr><td>${p.threads}</td><td class="num"><b>${p.throughputRatio.toFixed(2)}×</b></td><td class="num">${formatNumber(p.engineOpsPerSec)}</td><td class="num">${formatNumber(p.piscinaOpsPerSec)}</td>
-<td class="num">${formatMicros(p.idle.engine.p50Us)} / ${formatMicros(p.idle.engine.p99Us)}${p.idle.engineSpin === undefined ? '' : ` (polling: ${formatMicros(p.idle.engineSpin.p50Us)} / ${formatMicros(p.idle.engineSpin.p99Us)})`}</td><td class="num">${formatMicros(p.idle.piscina.p50Us)} / ${formatMicros(p.idle.piscina.p99Us)}</td>
+<td class="num">${formatMicros(p.idle.engine.p50Us)} / ${formatMicros(p.idle.engine.p99Us)}</td><td class="num">${formatMicros(p.idle.piscina.p50Us)} / ${formatMicros(p.idle.piscina.p99Us)}</td>
 <td class="num">${formatMicros(p.loaded.engine.p50Us)} / ${formatMicros(p.loaded.engine.p99Us)} / ${formatMicros(p.loaded.engine.p999Us)}</td><td class="num">${formatMicros(p.loaded.piscina.p50Us)} / ${formatMicros(p.loaded.piscina.p99Us)} / ${formatMicros(p.loaded.piscina.p999Us)}</td></tr>`,
     )
     .join('');

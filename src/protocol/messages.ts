@@ -95,8 +95,6 @@ export interface ThreadInit {
   readonly log: ThreadLogInit;
   /** Modules whose `exportName` registers module hooks (a TypeScript loader) main runs under; see module-hooks.ts. */
   readonly moduleHooks: readonly ModuleRef[];
-  /** How long the thread polls the work queue for more work once it runs out, µs (0: it parks at once). */
-  readonly idleSpinUs: number;
 }
 
 export type MainToThread =

@@ -5,10 +5,10 @@
  * what the item needs, runs the item, and appends its outcome to its result ring before it takes the next one. So a
  * thread never holds work it has not started, and a result never waits behind another item.
  *
- * Out of work, it polls the queue for `idleSpinUs` (when main allows it a spare core), then parks on its park word
- * (`Atomics.waitAsync`, so its event loop keeps running what user code left behind: timers, I/O). Busy, it goes back
- * to its event loop once every YIELD_MS, for the same reason; messages from main (a reset, a stop, a shared buffer,
- * a pinned item) are taken between items whenever the board says one was posted.
+ * Out of work, it parks on its park word (`Atomics.waitAsync`, so its event loop keeps running what user code left
+ * behind: timers, I/O). Busy, it goes back to its event loop once every YIELD_MS, for the same reason; messages from
+ * main (a reset, a stop, a shared buffer, a pinned item) are taken between items whenever the board says one was
+ * posted.
  *
  * Results: the outcome goes into the ring; when main armed the doorbell, the one thread that claims it posts a
  * number to main. A result the ring cannot take goes by message. Each ring costs main a wake-up (tens of µs of CPU,
@@ -90,7 +90,6 @@ export class ThreadLoop {
   readonly #ringFn = (): void => this.#ring();
   /** The item `#next` returned last came by message (it has no record in the queue). */
   #nextWasPinned = false;
-  readonly #spinMs: number;
   readonly #applyFn = (change: ChangeSet): void => this.#apply(change);
   readonly #startFn = (slot: number, generation: number): boolean => this.#slots.start(slot, generation, this.#index + 1);
 
@@ -111,7 +110,6 @@ export class ThreadLoop {
     this.#schedulers = new ModuleTable(init.schedulers, 'scheduler', init.threadIndex);
     this.#handlers = new ModuleTable(init.handlers, 'handler', init.threadIndex);
     this.#logger = createThreadLogger(init.log);
-    this.#spinMs = init.idleSpinUs / 1000;
     this.#replica.reset(init.full);
     this.#publishIndex();
     this.#services = {
@@ -158,7 +156,6 @@ export class ThreadLoop {
         if (this.#clock.now() - this.#lastYield >= YIELD_MS) await this.#yield();
         continue;
       }
-      if (this.#spinMs > 0 && this.#spin()) continue;
       const parked = this.#queue.park();
       if (parked !== undefined) await parked;
       this.#lastYield = this.#clock.now();
@@ -218,16 +215,6 @@ export class ThreadLoop {
       } catch (error) {
         if (!(error instanceof UnknownSharedBuffer) || !this.#pullMessages(true)) throw error;
       }
-    }
-  }
-
-  /** Polls for work for `idleSpinUs`: true when some came (or a message). */
-  #spin(): boolean {
-    const until = this.#clock.now() + this.#spinMs;
-    for (let turn = 1; ; turn++) {
-      if (this.#queue.hasWork || this.#board.posted(this.#index) !== this.#seenPosted) return true;
-      // The clock costs more than the shared reads: look at it every few dozen turns.
-      if (turn % 32 === 0 && this.#clock.now() >= until) return false;
     }
   }
 

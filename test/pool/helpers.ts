@@ -52,7 +52,7 @@ export interface Dispatched {
 
 export const POOL_DEFAULTS = Object.freeze({ cancelGraceMs: 200, idleTimeoutMs: 100 });
 
-export function poolHarness(options: { minThreads: number; maxThreads: number; idleSpinUs?: number }): PoolHarness {
+export function poolHarness(options: { minThreads: number; maxThreads: number }): PoolHarness {
   const logger = pino({ level: 'silent' });
   const clock = new WatchedClock(0);
   const slots = SlotTable.create({ initialSlots: 1024 });
