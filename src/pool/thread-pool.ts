@@ -195,7 +195,7 @@ export class ThreadPool {
     this.#reader = new ByteReader(this.#shared);
     this.#logs = new ThreadLogSink(options.logger);
     this.#piscina = new Piscina({
-      filename: new URL('../thread/entry.js', import.meta.url).href,
+      filename: new URL('../thread/piscina-entry.cjs', import.meta.url).href,
       minThreads: options.minThreads,
       maxThreads: options.maxThreads,
       // Each thread runs exactly one long-lived loop task; the loop keeps its event loop alive, so Piscina's

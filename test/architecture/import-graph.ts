@@ -15,14 +15,14 @@ function sourceFiles(dir: string, out: string[] = []): string[] {
   for (const entry of readdirSync(dir)) {
     const path = join(dir, entry);
     if (statSync(path).isDirectory()) sourceFiles(path, out);
-    else if (path.endsWith('.ts')) out.push(path);
+    else if (path.endsWith('.ts') || path.endsWith('.cts')) out.push(path);
   }
   return out;
 }
 
 const key = (root: string, path: string): string => relative(root, path).split(sep).join('/');
 
-/** The graph of every `.ts` file under `dirs` (relative to `root`); imports of packages are left out. */
+/** The graph of every `.ts` and `.cts` file under `dirs` (relative to `root`); imports of packages are left out. */
 export function importGraph(root: string, dirs: readonly string[]): { graph: ImportGraph; unresolved: string[] } {
   const graph = new Map<string, string[]>();
   const unresolved: string[] = [];
@@ -30,7 +30,7 @@ export function importGraph(root: string, dirs: readonly string[]): { graph: Imp
     const deps: string[] = [];
     for (const { fileName } of ts.preProcessFile(readFileSync(file, 'utf8'), true, true).importedFiles) {
       if (!fileName.startsWith('.')) continue;
-      const target = resolve(dirname(file), fileName).replace(/\.js$/, '.ts');
+      const target = resolve(dirname(file), fileName).replace(/\.js$/, '.ts').replace(/\.cjs$/, '.cts');
       if (existsSync(target)) deps.push(key(root, target));
       else unresolved.push(`${key(root, file)} → ${fileName}`);
     }

@@ -23,6 +23,7 @@ const PROTOCOL_ALLOWED = (m: string): boolean =>
 test('the graph is read: every relative import resolves, and the thread entry and the engine are in it', () => {
   assert.deepEqual(unresolved, []);
   assert.ok(graph.has('src/thread/entry.ts') && graph.has('src/engine.ts') && graph.has('bench/run.ts'));
+  assert.deepEqual(graph.get('src/thread/piscina-entry.cts'), ['src/thread/entry.ts', 'src/thread/entry.ts'], 'the CommonJS file Piscina loads, type and value import');
   assert.ok((graph.get('src/thread/thread-loop.ts') ?? []).includes('src/state/replica.ts'), 'type and value imports both count');
 });
 
