@@ -87,17 +87,46 @@ test('the ready line pops in exactly the order of a binary heap over the same co
   );
 });
 
-test('removing many nodes of one long run costs O(1) each, not a scan', () => {
-  const line = new ReadyLine<Node>(before);
+test('removing a node of a long run is an O(1) mark: no comparison, no move, the node skipped when reached', () => {
+  let comparisons = 0;
+  const counted = (a: Node, b: Node): boolean => {
+    comparisons++;
+    return before(a, b);
+  };
+  const line = new ReadyLine<Node>(counted);
   const nodes = Array.from({ length: 100_000 }, (_, i) => node(50, 0, i));
   for (const n of nodes) line.push(n);
-  const started = performance.now();
+  comparisons = 0;
   // Every other one, from the back: a scan-and-splice removal would move ~2.5e9 slots here.
-  for (let i = nodes.length - 1; i >= 0; i -= 2) line.remove(nodes[i]!);
-  assert.ok(performance.now() - started < 2_000, 'removals are not quadratic');
+  for (let i = nodes.length - 1; i >= 0; i -= 2) assert.equal(line.remove(nodes[i]!), true);
+  assert.equal(comparisons, 0, 'a removal from the run compares nothing');
+  // Each removed node stays where it was, marked, until the run's head passes it: nothing was moved.
+  assert.ok(nodes.every((n, i) => n.lineMark === (i % 2 === 1 ? 2 : 1)), 'removed nodes are marked in place, the rest untouched');
   assert.equal(line.size, 50_000);
   for (let i = 0; i < nodes.length; i += 2) assert.equal(line.pop()?.seq, i);
   assert.equal(line.size, 0);
+});
+
+test('removing a node that arrived out of order costs O(log n) comparisons in its bucket\'s late heap', () => {
+  let comparisons = 0;
+  const counted = (a: Node, b: Node): boolean => {
+    comparisons++;
+    return before(a, b);
+  };
+  const line = new ReadyLine<Node>(counted);
+  line.push(node(50, 1_000_000, 0));
+  // Each of these is older than the run's tail: all go to the late heap.
+  const late = Array.from({ length: 4_096 }, (_, i) => node(50, i, i + 1));
+  for (const n of late.slice().reverse()) line.push(n);
+  const bound = 4 * Math.log2(late.length);
+  for (const n of late.filter((_, i) => i % 3 === 0)) {
+    comparisons = 0;
+    assert.equal(line.remove(n), true);
+    assert.ok(comparisons <= bound, `one removal took ${comparisons} comparisons, more than ${bound}`);
+  }
+  const rest = late.filter((_, i) => i % 3 !== 0).map((n) => n.seq);
+  for (const seq of rest) assert.equal(line.pop()?.seq, seq);
+  assert.equal(line.pop()?.seq, 0);
 });
 
 test('a long in-order run is consumed in order and its memory is compacted', () => {
