@@ -18,16 +18,17 @@ const logger = pino({ level: 'silent' });
 const scratch = mkdtempSync(join(tmpdir(), 'tickpool-module-load-'));
 after(() => rmSync(scratch, { recursive: true, force: true }));
 
-/** `start()`'s rejection, which must come (an engine that started is stopped and fails the test). */
+/**
+ * `start()`'s rejection, which must come (an engine that started is stopped and fails the test). Nothing is ever
+ * enqueued, so the error can only come from the threads' load at start, not from evaluations that failed.
+ */
 async function startFailure(engine: Engine): Promise<ModuleLoadError> {
-  const started = performance.now();
   try {
     await engine.start();
   } catch (error) {
     assert.ok(error instanceof ModuleLoadError, `a ModuleLoadError, got ${String(error)}`);
     assert.equal(error.code, 'ERR_MODULE_LOAD');
     assert.equal(engine.status, EngineState.STOPPED, 'the engine is stopped');
-    assert.ok(performance.now() - started < 10_000, 'found at start, not after redeliveries');
     return error;
   }
   await engine.stop();
