@@ -6,31 +6,16 @@
 import { MessagePort } from 'node:worker_threads';
 import { pino } from 'pino';
 import { Backoff } from '../../src/backoff.js';
-import { ManualClock, type TimerHandle } from '../../src/clock.js';
+import { WatchedClock } from '../helpers/watched-clock.js';
 import type { Outcome, ThreadExit } from '../../src/pool/thread-pool.js';
 import { ThreadPool } from '../../src/pool/thread-pool.js';
 import { SlotTable } from '../../src/slots/slot-table.js';
 import { StateStore } from '../../src/state/state-store.js';
 
+export { WatchedClock };
+
 export const fixture = (name: string): URL => new URL(`../fixtures/${name}.js`, import.meta.url);
 const ref = (name: string): { url: string; exportName: string } => ({ url: fixture(name).href, exportName: 'default' });
-
-/** A ManualClock that tells the test when a timer of a given delay is armed (an event, instead of polling). */
-export class WatchedClock extends ManualClock {
-  #watchers: Array<{ delayMs: number; resolve: () => void }> = [];
-
-  override setTimer(callback: () => void, delayMs: number): TimerHandle {
-    const handle = super.setTimer(callback, delayMs);
-    const hit = this.#watchers.findIndex((w) => w.delayMs === delayMs);
-    if (hit >= 0) this.#watchers.splice(hit, 1)[0]!.resolve();
-    return handle;
-  }
-
-  /** Resolves when the next timer of `delayMs` is armed. */
-  nextArmed(delayMs: number): Promise<void> {
-    return new Promise((resolve) => this.#watchers.push({ delayMs, resolve }));
-  }
-}
 
 export interface PoolHarness {
   readonly pool: ThreadPool;

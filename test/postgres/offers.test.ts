@@ -198,14 +198,15 @@ describe('an idle enqueue offers its evaluation to the waiting process it names'
         ).rows[0].n > 0;
       let done = false;
       void closed.then(() => (done = true));
-      while (!done && !(await waitingForLock())) await new Promise((resolve) => setTimeout(resolve, 1));
+      // Each look is a round trip to the database: the loop waits on it, not on a timer.
+      while (!done && !(await waitingForLock()));
       assert.equal(done, false, 'the close waited for the enqueue that chose it');
       // Its listener goes too, so that the offer is not heard: only the look after the withdrawal can find it.
-      const timers = r.clock.pendingTimers;
+      const retryArmed = r.clock.nextArmed();
       await admin!.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'`, [
         `tickpool ${r.backend.nodeId}`,
       ]);
-      while (r.clock.pendingTimers === timers) await new Promise((resolve) => setTimeout(resolve, 1));
+      await retryArmed;
       await enqueuing.query('COMMIT');
       await closed;
     } finally {
@@ -221,14 +222,14 @@ describe('an idle enqueue offers its evaluation to the waiting process it names'
     const r = await resources.open(schema, 600_000, 60_000);
     const got = r.backend.broker.dequeue(['service'], 600_000);
     await r.backend.broker.idle();
-    const timers = r.clock.pendingTimers;
+    const retryArmed = r.clock.nextArmed();
     const { rows: cut } = await admin!.query<{ ok: boolean }>(
       `SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'`,
       [`tickpool ${r.backend.nodeId}`],
     );
     assert.deepEqual(cut, [{ ok: true }]);
     // The listener saw its connection go and armed its retry (nothing else arms a timer on a clock that does not move).
-    while (r.clock.pendingTimers === timers) await new Promise((resolve) => setTimeout(resolve, 1));
+    await retryArmed;
     // Its row still stands: the enqueue leases to it, and the offer goes unheard.
     assert.deepEqual(await enqueueInSql(admin!, `"${schema}"`, ['unheard'], 'service'), ['unacked']);
     r.clock.advance(50);

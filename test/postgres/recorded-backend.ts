@@ -4,7 +4,7 @@
  */
 import { Pool, type QueryConfig } from 'pg';
 import type { PostgresBackend } from '../../src/postgres/backend.js';
-import { ManualClock } from '../../src/clock.js';
+import { WatchedClock } from '../helpers/watched-clock.js';
 import { openBackend } from './backend-harness.js';
 import { databaseUrl } from './helpers.js';
 
@@ -12,7 +12,7 @@ export interface RecordedBackend {
   readonly backend: PostgresBackend;
   /** The pool the backend runs on (the test ends it). */
   readonly pool: Pool;
-  readonly clock: ManualClock;
+  readonly clock: WatchedClock;
   /** The fetch and ack statements sent so far, in order. */
   readonly sent: string[];
   /** Settles once every fetch sent so far has been answered (or failed). */
@@ -45,7 +45,7 @@ export async function openRecordedBackend(schema: string, nackTimeoutMs = 600_00
   const sent: string[] = [];
   const fetches = new Set<Promise<unknown>>();
   recordStatements(pool, sent, fetches);
-  const clock = new ManualClock(1_000_000);
+  const clock = new WatchedClock(1_000_000);
   const backend = await openBackend({
     schema,
     pool,

@@ -143,11 +143,11 @@ describe('an idle enqueue wakes one waiting process', { skip: skipWithoutDatabas
     );
     let delivery: { evaluation: { id: string } } | undefined;
     void otherGot.then((d) => (delivery = d as typeof delivery));
-    const timers = other.clock.pendingTimers;
+    const leadArmed = other.clock.nextArmed();
     await enqueueInSql(admin!, `"${schema}"`, ['looked-for'], 'service');
     // The other hears a notification naming someone else and arms its lead (nothing else arms a timer on a clock
     // that does not move): wait for that timer.
-    while (other.clock.pendingTimers === timers) await new Promise((r) => setTimeout(r, 1));
+    await leadArmed;
     assert.equal(delivery, undefined, 'not before the lead');
     other.clock.advance(50);
     assert.equal(((await otherGot) as { evaluation: { id: string } }).evaluation.id, 'looked-for');
