@@ -124,7 +124,8 @@ export interface ThreadPoolStats {
   readonly threadExits: number;
   /** Times a thread woke main for its results (each costs main a turn of its event loop: fewer per item is cheaper). */
   readonly doorbells: number;
-  readonly perThread: ReadonlyArray<{ readonly index: number; readonly parked: boolean; readonly appliedIndex: number }>;
+  /** Each live thread: `ready` once main has its ready message (a thread may park before main reads it). */
+  readonly perThread: ReadonlyArray<{ readonly index: number; readonly ready: boolean; readonly parked: boolean; readonly appliedIndex: number }>;
 }
 
 export class ThreadPool {
@@ -370,7 +371,7 @@ export class ThreadPool {
     this.#sync();
     const perThread = this.#channels
       .filter((c): c is Channel => c !== undefined && !c.ended)
-      .map((c) => ({ index: c.index, parked: this.#queue.parkState(c.index).parked, appliedIndex: this.appliedIndex(c.index) }));
+      .map((c) => ({ index: c.index, ready: c.isReady, parked: this.#queue.parkState(c.index).parked, appliedIndex: this.appliedIndex(c.index) }));
     let pinnedWaiting = 0;
     for (const c of this.#channels) if (c !== undefined) for (const p of c.pinned) if (p.place === Place.PINNED) pinnedWaiting++;
     return {

@@ -263,7 +263,8 @@ test('threads that grew the pool but found no work go idle too', async (t) => {
   set(blocker, Gate.RELEASE, 1);
   for (const item of [first, second, third]) assert.equal((await item).status, 'ok');
   channel.postMessage('go');
-  await until(() => pool.stats().perThread.length === 3 && pool.stats().perThread.every((p) => p.parked), 'the late threads to be ready and park');
+  // Ready as main sees it (the idle check looks only at threads whose ready message it read), and parked.
+  await until(() => pool.stats().perThread.length === 3 && pool.stats().perThread.every((p) => p.ready && p.parked), 'the late threads to be ready and park');
   const stops = countStops();
   t.after(() => stops.restore());
   clock.advance(POOL_DEFAULTS.idleTimeoutMs);
