@@ -433,12 +433,19 @@ export class BackendUnavailableError extends TickpoolError {
   override readonly code: ErrorCode = 'ERR_BACKEND_UNAVAILABLE';
 }
 
-/** The database's schema was migrated by newer code than this: this process must not touch it. */
+/**
+ * The database's schema is one this code must not touch: migrated by newer code (`reason: 'newer'`), or made by the
+ * migrations of a pre-release tickpool, which recorded no migration names (`reason: 'pre-release'`), whose schema
+ * can only be dropped and made again.
+ */
 export class SchemaVersionError extends TickpoolError {
   override readonly code: ErrorCode = 'ERR_SCHEMA_VERSION';
-  constructor(schema: string, found: number, supported: number) {
-    super(`Expected schema ${JSON.stringify(schema)} at version ${supported} or older, got version ${found} (migrated by newer code)`, {
-      details: { schema, found, supported },
-    });
+  constructor(schema: string, found: number, supported: number, reason: 'newer' | 'pre-release' = 'newer') {
+    super(
+      reason === 'newer'
+        ? `Expected schema ${JSON.stringify(schema)} at version ${supported} or older, got version ${found} (migrated by newer code)`
+        : `Expected schema ${JSON.stringify(schema)} made by this release's migrations (version ${supported}), got a schema at version ${found} made by a pre-release tickpool: drop it (DROP SCHEMA "${schema}" CASCADE) and start again`,
+      { details: { schema, found, supported, reason } },
+    );
   }
 }

@@ -1,66 +1,72 @@
 /**
- * Versioned, idempotent migrations. Every process runs `migrate()` at start; one transaction holds a
- * transaction-scoped advisory lock while it reads the version and applies what is missing, so concurrent starts
- * apply each migration once, and the lock is gone with the transaction (a session lock would outlive a crash of
- * its holder behind a pooler, and would fence nothing).
+ * Versioned, idempotent migrations from the numbered `.sql` files in `migrations/` (`001_schema.sql` is the whole
+ * schema; a later change is a new file that restates each function it changes in full). Every process runs
+ * `migrate()` at start; one transaction holds a transaction-scoped advisory lock while it reads the version and
+ * applies what is missing, so concurrent starts apply each file once, and the lock is gone with the transaction (a
+ * session lock would outlive a crash of its holder behind a pooler, and would fence nothing).
  */
+import { readdirSync, readFileSync } from 'node:fs';
 import { SchemaVersionError } from '../errors.js';
 import type { Database } from './database.js';
 import type { SchemaNames } from './names.js';
-import { ackRowsSchema } from './ack-rows-schema.js';
-import { commitWritesSchema } from './commit-writes-schema.js';
-import { dropLiveIndexSchema } from './drop-live-index-schema.js';
-import { genericPlansSchema } from './generic-plans-schema.js';
-import { leaseCommitSchema } from './lease-commit-schema.js';
-import { leaseReadySchema } from './lease-ready-schema.js';
-import { namedOutcomesSchema } from './named-outcomes-schema.js';
-import { offerSchema } from './offer-schema.js';
-import { originOutcomesSchema } from './origin-outcomes-schema.js';
-import { outcomeIdsSchema } from './outcome-ids-schema.js';
-import { schemaV1 } from './schema-v1.js';
-import { shortHoldSchema } from './short-hold-schema.js';
-import { runWritesSchema } from './tasks/run-writes-schema.js';
-import { tasksSchema } from './tasks/schema.js';
-import { waitingDequeuesSchema } from './waiting-dequeues-schema.js';
-import { trimRunRowsSchema } from './tasks/trim-run-rows-schema.js';
 
 export interface Migration {
   readonly version: number;
+  /** The file's name without its number and extension, recorded with the version. */
+  readonly name: string;
   readonly sql: (names: SchemaNames) => string;
 }
 
-export const migrations: readonly Migration[] = Object.freeze([
-  { version: 1, sql: (n: SchemaNames) => schemaV1(n.S, n.K, n.channel) },
-  { version: 2, sql: (n: SchemaNames) => tasksSchema(n.S, n.channel) },
-  { version: 3, sql: (n: SchemaNames) => runWritesSchema(n.S) },
-  { version: 4, sql: (n: SchemaNames) => ackRowsSchema(n.S, n.channel) + leaseReadySchema(n.S) },
-  { version: 5, sql: (n: SchemaNames) => dropLiveIndexSchema(n.S) },
-  { version: 6, sql: (n: SchemaNames) => commitWritesSchema(n.S, n.channel) },
-  { version: 7, sql: (n: SchemaNames) => trimRunRowsSchema(n.S) },
-  { version: 8, sql: (n: SchemaNames) => outcomeIdsSchema(n.S, n.channel) },
-  { version: 9, sql: (n: SchemaNames) => namedOutcomesSchema(n.S, n.K, n.channel) },
-  // The replaced lease_ready first: a CREATE OR REPLACE would drop the plan setting the second part gives it.
-  { version: 10, sql: (n: SchemaNames) => leaseCommitSchema(n.S) + genericPlansSchema(n.schema) },
-  { version: 11, sql: (n: SchemaNames) => waitingDequeuesSchema(n.schema, n.S, n.K, n.channel) },
-  { version: 12, sql: (n: SchemaNames) => offerSchema(n.schema, n.S, n.K, n.channel) },
-  { version: 13, sql: (n: SchemaNames) => originOutcomesSchema(n.S, n.K, n.channel) },
-  { version: 14, sql: (n: SchemaNames) => shortHoldSchema(n.S) },
-]);
+const MIGRATIONS_DIR = new URL('./migrations/', import.meta.url);
+const FILE_NAME = /^(\d{3})_([a-z0-9_]+)\.sql$/;
+
+/** The file's SQL for one schema: `{{schema}}` is its name, `{{job_lock_space}}` the first key of its job locks. */
+export function migrationSql(text: string, names: SchemaNames): string {
+  const sql = text.replaceAll('{{schema}}', names.schema).replaceAll('{{job_lock_space}}', String(names.K));
+  const left = /\{\{[^}]*\}\}/.exec(sql);
+  if (left !== null) throw new Error(`a migration holds the unknown placeholder ${left[0]}`);
+  return sql;
+}
+
+function loadMigrations(): readonly Migration[] {
+  const files = readdirSync(MIGRATIONS_DIR).filter((f) => f.endsWith('.sql')).sort();
+  return Object.freeze(
+    files.map((file, i) => {
+      const match = FILE_NAME.exec(file);
+      // Numbered from 1 without gaps: a version is applied exactly when every one before it was.
+      if (match === null || Number(match[1]) !== i + 1) throw new Error(`migrations/${file} is not named ${String(i + 1).padStart(3, '0')}_<name>.sql`);
+      const text = readFileSync(new URL(file, MIGRATIONS_DIR), 'utf8');
+      return { version: i + 1, name: match[2]!, sql: (names: SchemaNames) => migrationSql(text, names) };
+    }),
+  );
+}
+
+export const migrations: readonly Migration[] = loadMigrations();
 
 /** The schema version this code writes and reads. */
 export const SCHEMA_VERSION = migrations[migrations.length - 1]!.version;
 
 /**
  * Brings the schema to `SCHEMA_VERSION`; answers with the versions it applied (none when another process had).
- * Rejects with `SchemaVersionError` when the database is at a newer version, changing nothing.
+ * Rejects with `SchemaVersionError`, changing nothing, when the database is at a newer version or was made by a
+ * pre-release tickpool's migrations (their log has no `name` column).
  */
 export async function migrate(db: Database, names: SchemaNames, list: readonly Migration[] = migrations): Promise<number[]> {
   const latest = list[list.length - 1]?.version ?? 0;
   return db.transaction(async (session) => {
     await session.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [names.migrationLock]);
+    const [log] = await session.query<{ exists: boolean; named: boolean }>(
+      `SELECT to_regclass($1) IS NOT NULL AS exists,
+              EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = $2 AND table_name = 'migrations' AND column_name = 'name') AS named`,
+      [`${names.S}.migrations`, names.schema],
+    );
+    if (log?.exists === true && !log.named) {
+      const [row] = await session.query<{ version: number }>(`SELECT coalesce(max(version), 0)::int AS version FROM ${names.S}.migrations`);
+      throw new SchemaVersionError(names.schema, row?.version ?? 0, latest, 'pre-release');
+    }
     await session.query(`CREATE SCHEMA IF NOT EXISTS ${names.S}`);
     await session.query(
-      `CREATE TABLE IF NOT EXISTS ${names.S}.migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`,
+      `CREATE TABLE IF NOT EXISTS ${names.S}.migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
     );
     const [row] = await session.query<{ version: number }>(`SELECT coalesce(max(version), 0)::int AS version FROM ${names.S}.migrations`);
     const current = row?.version ?? 0;
@@ -69,7 +75,7 @@ export async function migrate(db: Database, names: SchemaNames, list: readonly M
     for (const migration of list) {
       if (migration.version <= current) continue;
       await session.query(migration.sql(names));
-      await session.query(`INSERT INTO ${names.S}.migrations (version) VALUES ($1)`, [migration.version]);
+      await session.query(`INSERT INTO ${names.S}.migrations (version, name) VALUES ($1, $2)`, [migration.version, migration.name]);
       applied.push(migration.version);
     }
     return applied;

@@ -17,7 +17,7 @@ export interface SchemaNames {
   /**
    * The channel of `name` that process `nodeId` alone listens on: the schema's channel and 48 bits of the process's
    * id (within PostgreSQL's 63 bytes for a 40-character schema name). What comes on it also names the process, which
-   * checks it. Offers (migration 12) and outcomes (migration 13, whose `outcome_channel` computes the same in SQL).
+   * checks it. Offers and outcomes (whose SQL function `outcome_channel` computes the same).
    */
   processChannel(name: 'offer' | 'outcome', nodeId: string): string;
 }

@@ -207,7 +207,7 @@ export class PgBroker implements BrokerBackend {
   readonly #listener: Listener;
   readonly #pollMs: number;
   readonly #nodeId: string;
-  /** The channel offers to this process come on (migration 12). */
+  /** The channel offers to this process come on. */
   readonly #offerChannel: string;
   readonly #lease: LeaseSettings;
   readonly #knownTypes: ReadonlySet<string>;
@@ -336,7 +336,7 @@ export class PgBroker implements BrokerBackend {
   /** Subscribes to the notifications it needs; called by the backend before the listener connects. */
   subscribe(): void {
     this.#listener.subscribe(this.#names.channels.ready, { onNotify: (payload) => this.#onReady(payload), onConnect: () => this.#lookAgain() });
-    // Offers (migration 12) come on a channel of this process's own: no other process wakes for them.
+    // Offers come on a channel of this process's own: no other process wakes for them.
     this.#listener.subscribe(this.#offerChannel, {
       onNotify: (payload) => {
         const offer = offerIn(payload);
@@ -349,7 +349,7 @@ export class PgBroker implements BrokerBackend {
         this.#listenedBefore = true;
       },
     });
-    // Outcomes of evaluations enqueued here come on a channel of this process's own (migration 13).
+    // Outcomes of evaluations enqueued here come on a channel of this process's own.
     this.#listener.subscribe(this.#names.processChannel('outcome', this.#nodeId), {
       onNotify: (payload) => {
         if (payload === this.#nodeId) this.#outcomes.hint();
@@ -583,7 +583,7 @@ export class PgBroker implements BrokerBackend {
 
   /**
    * A `ready` notification: empty for everyone, or naming the one process an idle enqueue chose among those waiting
-   * for its type (migration 11). The named process looks at once, or passes it on to everyone when it no longer
+   * for its type (`waiting_dequeues`). The named process looks at once, or passes it on to everyone when it no longer
    * waits or its threads have work ahead; any other process with waiting dequeues looks after
    * `NAMED_NOTIFY_LEAD_MS`, in case the named one died.
    */
@@ -1596,7 +1596,7 @@ export class PgBroker implements BrokerBackend {
   }
 }
 
-/** A delivery an idle enqueue leased to a waiting process, as its notification carries it (migration 12). */
+/** A delivery an idle enqueue leased to a waiting process, as its notification carries it (an offer). */
 interface Offer {
   readonly holder: string;
   readonly id: string;
@@ -1617,7 +1617,7 @@ function offerIn(payload: string): Offer | undefined {
   }
 }
 
-/** An outcome notification that names its evaluations (migration 8), or undefined for one that does not parse. */
+/** An outcome notification that names its evaluations, or undefined for one that does not parse. */
 function outcomesNamed(payload: string): { origin: unknown; ids: string[] } | undefined {
   try {
     const parsed = JSON.parse(payload) as { origin?: unknown; ids?: unknown };

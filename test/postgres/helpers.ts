@@ -27,6 +27,9 @@ export function requireDatabaseInCI(): void {
   });
 }
 
+/** The largest body an enqueue offers in a notification (`enqueue` in src/postgres/migrations/001_schema.sql). */
+export const MAX_OFFER_BODY_BYTES = 5_000;
+
 /** A fresh schema name, unique across processes and runs. */
 export function schemaName(prefix = 't'): string {
   return `${prefix}_${process.pid}_${randomBytes(5).toString('hex')}`;

@@ -1,12 +1,17 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { after, describe, test } from 'node:test';
 import { pino } from 'pino';
 import { BackendUnavailableError, SchemaVersionError } from '../../src/errors.js';
 import { Database } from '../../src/postgres/database.js';
-import { GENERIC_PLAN_FUNCTIONS } from '../../src/postgres/generic-plans-schema.js';
 import { migrate, migrations, SCHEMA_VERSION } from '../../src/postgres/migrate.js';
 import { schemaNames } from '../../src/postgres/names.js';
 import { adminPool, databaseUrl, dropSchema, migratedSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
+import { describeSchema } from './schema-dump.js';
+
+/** The broker's per-call functions, which plan their statements once per session. */
+const GENERIC_PLAN_FUNCTIONS = ['enqueue', 'lease_ready', 'ack', 'ack_many', 'ack_fenced', 'nack', 'fail', 'remove'];
+const DUMP = new URL('../../../test/postgres/schema.dump', import.meta.url);
 
 requireDatabaseInCI();
 const silent = pino({ level: 'silent' });
@@ -28,8 +33,37 @@ describe('migrations', { skip: skipWithoutDatabase }, () => {
     try {
       assert.deepEqual(await migrate(db, schemaNames(schema)), migrations.map((m) => m.version));
       assert.deepEqual(await migrate(db, schemaNames(schema)), []);
-      const { rows } = await admin!.query(`SELECT version FROM "${schema}".migrations ORDER BY version`);
-      assert.deepEqual(rows.map((r: { version: number }) => r.version), migrations.map((m) => m.version));
+      const { rows } = await admin!.query(`SELECT version, name FROM "${schema}".migrations ORDER BY version`);
+      assert.deepEqual(rows, migrations.map((m) => ({ version: m.version, name: m.name })));
+    } finally {
+      await db.close();
+    }
+  });
+
+  test('a fresh schema is exactly the checked-in dump (run `node scripts/schema-dump.mjs` after changing a migration)', async () => {
+    const schema = schemaName();
+    schemas.push(schema);
+    await migratedSchema(schema);
+    assert.equal(await describeSchema(admin!, schema), readFileSync(DUMP, 'utf8'));
+  });
+
+  test('a schema made by a pre-release tickpool is refused with ERR_SCHEMA_VERSION, saying to drop it, and nothing is changed', async () => {
+    const schema = schemaName();
+    schemas.push(schema);
+    // What the pre-release runner left: a migration log without names, at its version 14, beside the schema's tables.
+    await admin!.query(`CREATE SCHEMA "${schema}"`);
+    await admin!.query(`CREATE TABLE "${schema}".migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
+    await admin!.query(`INSERT INTO "${schema}".migrations (version) SELECT generate_series(1, 14)`);
+    await admin!.query(`CREATE TABLE "${schema}".evals (id text PRIMARY KEY)`);
+    const db = database();
+    try {
+      await assert.rejects(migrate(db, schemaNames(schema)), (e: unknown) =>
+        e instanceof SchemaVersionError && e.code === 'ERR_SCHEMA_VERSION' && e.details?.['reason'] === 'pre-release' && e.details['found'] === 14
+        && e.message.includes(`DROP SCHEMA "${schema}" CASCADE`));
+      const { rows } = await admin!.query(`SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = $1`, [schema]);
+      assert.equal(rows[0].n, 2);
+      const columns = await admin!.query(`SELECT column_name FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'migrations' ORDER BY 1`, [schema]);
+      assert.deepEqual(columns.rows.map((r: { column_name: string }) => r.column_name), ['applied_at', 'version']);
     } finally {
       await db.close();
     }
@@ -72,7 +106,7 @@ describe('migrations', { skip: skipWithoutDatabase }, () => {
     const db = database();
     try {
       await migrate(db, schemaNames(schema));
-      await admin!.query(`INSERT INTO "${schema}".migrations (version) VALUES ($1)`, [SCHEMA_VERSION + 1]);
+      await admin!.query(`INSERT INTO "${schema}".migrations (version, name) VALUES ($1, 'later')`, [SCHEMA_VERSION + 1]);
       await assert.rejects(migrate(db, schemaNames(schema)), (e: unknown) => e instanceof SchemaVersionError && e.code === 'ERR_SCHEMA_VERSION' && e.message.includes(`version ${SCHEMA_VERSION} or older`));
       const { rows } = await admin!.query(`SELECT max(version)::int AS v FROM "${schema}".migrations`);
       assert.equal(rows[0].v, SCHEMA_VERSION + 1);

@@ -11,8 +11,7 @@ import { describe, test } from 'node:test';
 import type { PoolClient } from 'pg';
 import { decodeValue, encodeValue } from '../../src/postgres/codec.js';
 import { schemaNames } from '../../src/postgres/names.js';
-import { MAX_OFFER_BODY_BYTES } from '../../src/postgres/offer-schema.js';
-import { migratedSchema, requireDatabaseInCI, skipWithoutDatabase } from './helpers.js';
+import { MAX_OFFER_BODY_BYTES, migratedSchema, requireDatabaseInCI, skipWithoutDatabase } from './helpers.js';
 import { kinds, openRecordedBackend, type RecordedBackend } from './recorded-backend.js';
 import { suiteResources } from './suite-resources.js';
 import { enqueueInSql } from './sql-enqueue.js';
@@ -113,7 +112,7 @@ describe('an idle enqueue offers its evaluation to the waiting process it names'
       assert.equal(long.payload, low, 'an offer too long for a notification: named, and the enqueue does not fail');
       assert.equal(await lease(low, 8, true, 45_000), 1);
 
-      // The first standing process does not take offers (a fetch of the release before): it is named.
+      // The first standing process does not take offers (its fetch passed no offer channel): it is named.
       assert.equal(await lease(low, 8, false), 0);
       assert.equal((await enqueue(['o6'])).payload, low);
       assert.equal((await row('o6')).state, 'ready');

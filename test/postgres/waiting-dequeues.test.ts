@@ -87,7 +87,7 @@ describe('an idle enqueue wakes one waiting process', { skip: skipWithoutDatabas
       assert.equal(await lease(low, ['other'], 8), 0);
       const { rows: left } = await admin!.query<{ holder: string }>(`SELECT holder FROM ${S}.waiting_dequeues ORDER BY holder`);
       assert.deepEqual(left.map((r) => r.holder), [low, other].sort());
-      // A process of the release before calls it with four arguments: the default (0) serves it, and it does not stand.
+      // A call with four arguments gets the default wait (0), and it does not stand.
       const four = await admin!.query(`SELECT * FROM ${S}.lease_ready($1::text[], 8, 30000, $2::uuid)`, [['place'], low]);
       assert.deepEqual(four.rows.map((r: { id: string }) => r.id), ['e6']);
       assert.deepEqual(await standing(), [other]);

@@ -13,8 +13,7 @@ import { after, test } from 'node:test';
 import fc from 'fast-check';
 import type { Pool } from 'pg';
 import type { Delivery } from '../../src/broker/eval-broker.js';
-import { MAX_OFFER_BODY_BYTES } from '../../src/postgres/offer-schema.js';
-import { adminPool, dropSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
+import { adminPool, dropSchema, MAX_OFFER_BODY_BYTES, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
 import { openRecordedBackend, type RecordedBackend } from './recorded-backend.js';
 import { enqueueInSql } from './sql-enqueue.js';
 

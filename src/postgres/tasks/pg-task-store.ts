@@ -1,7 +1,7 @@
 /**
  * The PostgreSQL task store: tasks shared by every engine process on one schema. `engine.tasks.add` declares a task
  * into the shared catalogue (idempotent: the same id and definition changes nothing), the claim keeper decides which
- * tasks this process runs, and every run's writes go through the fenced functions of the schema (migration 2).
+ * tasks this process runs, and every run's writes go through the fenced functions of the schema (`task_fence`).
  */
 import { hostname } from 'node:os';
 import type { ClaimSettings, SharedTaskBackend } from '../../backend/task-backend.js';
