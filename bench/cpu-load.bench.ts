@@ -9,7 +9,7 @@
  * Both also count the engine's nack timeouts: with the default nack timeout none is a fault, so any is spurious.
  */
 import { pathToFileURL } from 'node:url';
-import { createEngine, type Engine } from '../src/engine.js';
+import { createEngine, type Engine } from '../src/engine/engine.js';
 import { Latency, nowUs, round } from './lib/latency.js';
 import { MEAN_MS, mixedCosts, SHORT_MS } from './lib/mixed-costs.js';
 import { openLoop } from './lib/open-loop.js';

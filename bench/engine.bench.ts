@@ -9,7 +9,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { createEngine, type Engine } from '../src/engine.js';
+import { createEngine, type Engine } from '../src/engine/engine.js';
 import { Latency, nowUs, round } from './lib/latency.js';
 import { withPiscina } from './lib/piscina-pool.js';
 import { waitCell } from './lib/shared-cells.js';

@@ -12,7 +12,7 @@
  */
 import { pathToFileURL } from 'node:url';
 import { pino } from 'pino';
-import { createEngine } from '../src/engine.js';
+import { createEngine } from '../src/engine/engine.js';
 import { withPiscina } from './lib/piscina-pool.js';
 import { mainThreadCpuNs } from './lib/thread-cpu.js';
 import type { BenchResult } from './lib/types.js';

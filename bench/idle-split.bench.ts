@@ -16,7 +16,7 @@ import { pathToFileURL } from 'node:url';
 import { pino } from 'pino';
 import { Backoff } from '../src/backoff.js';
 import { systemClock } from '../src/clock.js';
-import { createEngine } from '../src/engine.js';
+import { createEngine } from '../src/engine/engine.js';
 import { ThreadPool } from '../src/pool/thread-pool.js';
 import { SlotTable } from '../src/slots/slot-table.js';
 import { StateStore } from '../src/state/state-store.js';

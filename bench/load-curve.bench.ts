@@ -5,7 +5,7 @@
  * latency instead of lowering the load (no coordinated omission).
  */
 import { pathToFileURL } from 'node:url';
-import { createEngine, type Engine } from '../src/engine.js';
+import { createEngine, type Engine } from '../src/engine/engine.js';
 import { Latency, round } from './lib/latency.js';
 import { countdown, openLoop } from './lib/open-loop.js';
 import { withPiscina } from './lib/piscina-pool.js';

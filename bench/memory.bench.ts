@@ -25,7 +25,7 @@
 import { availableParallelism } from 'node:os';
 import { pathToFileURL } from 'node:url';
 import { pino } from 'pino';
-import { createEngine, type Engine } from '../src/engine.js';
+import { createEngine, type Engine } from '../src/engine/engine.js';
 import type { BenchResult } from './lib/types.js';
 
 /** Evaluations outstanding (enqueued, not yet acked) while the feed runs. */

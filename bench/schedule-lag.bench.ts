@@ -17,7 +17,7 @@ import { fork } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { sleep, systemClock, type Clock } from '../src/clock.js';
-import { createEngine } from '../src/engine.js';
+import { createEngine } from '../src/engine/engine.js';
 import { createDefaultLogger } from '../src/observability/logger.js';
 import { MemoryDesiredState } from '../src/tasks/memory-desired-state.js';
 import { MemoryRunLog } from '../src/tasks/memory-run-log.js';

@@ -24,7 +24,7 @@
  */
 import { pino } from 'pino';
 import type { BackoffOptions } from '../src/backoff.js';
-import { createEngine } from '../src/engine.js';
+import { createEngine } from '../src/engine/engine.js';
 import { engineIdleLatency, engineThroughput, piscinaIdleLatency, piscinaThroughput, whenAcked } from './engine.bench.js';
 import type { FlakyPayload } from './fixtures/flaky-scheduler.js';
 import { Latency, nowUs, round } from './lib/latency.js';

@@ -4,15 +4,15 @@
 // kinds of every entry point, so a change here is always deliberate.
 
 // Engine
-export { createEngine, Engine, type EngineEvents, type EngineStats } from './engine.js';
-export type { EngineOptions } from './options.js';
+export { createEngine, Engine, type EngineEvents, type EngineStats } from './engine/engine.js';
+export type { EngineOptions } from './engine/options.js';
 // The backend an engine runs on (`createEngine({ backend })`): the in-memory default; `tickpool/postgres` has another.
-export { memoryBackend } from './backend/memory-backend.js';
+export { memoryBackend } from './memory/memory-backend.js';
 export type { EvaluationInput } from './broker/evaluation.js';
 export type { EvaluationHandle, EvaluationOutcome } from './broker/outcome-waiters.js';
 
 // The functions a user writes for the pool threads, their inputs, and what runs them
-export type { Scheduler, SchedulerEvaluation, SchedulerResult, TaskHandler, TaskRunInput } from './user-functions.js';
+export type { Scheduler, SchedulerEvaluation, SchedulerResult, TaskHandler, TaskRunInput } from './engine/user-functions.js';
 export type { WorkContext } from './thread/context.js';
 
 // Plans, snapshots and records

@@ -4,7 +4,7 @@
  */
 import { parseArgs } from 'node:util';
 import { backoffDefaults } from '../../src/backoff.js';
-import { defaultThreads, engineDefaults } from '../../src/options.js';
+import { defaultThreads, engineDefaults } from '../../src/engine/options.js';
 
 export interface CliOptions {
   readonly threads: number;

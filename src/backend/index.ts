@@ -2,7 +2,6 @@
 // the factory that makes them. Internal to the package (the PostgreSQL backend implements them from `src/postgres/`);
 // users pick a backend with `createEngine({ backend })`.
 export type { Backend, BackendContext, BackendFactory, BrokerSettings } from './backend.js';
-export { isBackendFactory } from './backend.js';
 export type { BrokerBackend, DeliveryRef, DequeueCallback, LeaseKeeper } from './broker-backend.js';
 export type { ChangeFeed, PlanBackend, PlanDelivery, PlanOutcome, StateBackend } from './state-backend.js';
 export type { ClaimSettings, LocalTaskBackend, SharedTaskBackend, StoredTask, TaskBackend } from './task-backend.js';

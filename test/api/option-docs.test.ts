@@ -7,14 +7,14 @@ import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { backoffDefaults } from '../../src/backoff.js';
 import { evalBrokerDefaults } from '../../src/broker/broker-options.js';
-import { engineDefaults } from '../../src/options.js';
+import { engineDefaults } from '../../src/engine/options.js';
 
-const source = readFileSync(new URL('../../../src/options.ts', import.meta.url), 'utf8');
+const source = readFileSync(new URL('../../../src/engine/options.ts', import.meta.url), 'utf8');
 
 /** `key → doc comment` of each member of `interface EngineOptions`. */
 function documented(): Map<string, string> {
   const body = /export interface EngineOptions \{([\s\S]*?)\n\}/.exec(source)?.[1];
-  assert.ok(body !== undefined, 'src/options.ts declares interface EngineOptions');
+  assert.ok(body !== undefined, 'src/engine/options.ts declares interface EngineOptions');
   const out = new Map<string, string>();
   for (const m of body.matchAll(/(?:\/\*\*([\s\S]*?)\*\/\s*)?readonly (\w+)\?:/g)) out.set(m[2]!, m[1] ?? '');
   return out;

@@ -9,9 +9,9 @@ import { after, test } from 'node:test';
 import { pino } from 'pino';
 import type { EvalBroker } from '../../src/broker/eval-broker.js';
 import { ManualClock } from '../../src/clock.js';
-import { createEngine, type Engine } from '../../src/engine.js';
+import { createEngine, type Engine } from '../../src/engine/engine.js';
 import { AbortedError } from '../../src/errors.js';
-import type { EngineOptions } from '../../src/options.js';
+import type { EngineOptions } from '../../src/engine/options.js';
 import { Gate, newGate, set, waitFor } from '../fixtures/gates.js';
 import { asyncBackend, type AsyncBackend, type AsyncBackendOptions } from './async-backend.js';
 

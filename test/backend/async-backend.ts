@@ -7,7 +7,7 @@
  */
 import type { Backend, BackendContext, BackendFactory } from '../../src/backend/backend.js';
 import type { BrokerBackend, DequeueCallback, LeaseKeeper } from '../../src/backend/broker-backend.js';
-import { memoryBackend, type MemoryBackend } from '../../src/backend/memory-backend.js';
+import { memoryBackend, type MemoryBackend } from '../../src/memory/memory-backend.js';
 import type { PlanBackend, PlanDelivery, PlanOutcome, StateBackend } from '../../src/backend/state-backend.js';
 import type { TaskBackend } from '../../src/backend/task-backend.js';
 import type { BrokerStats, Delivery, EvaluationInfo } from '../../src/broker/broker-types.js';

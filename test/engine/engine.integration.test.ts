@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { pino } from 'pino';
 import { after, test } from 'node:test';
-import { createEngine, type Engine } from '../../src/engine.js';
+import { createEngine, type Engine } from '../../src/engine/engine.js';
 import type { Evaluation } from '../../src/broker/evaluation.js';
 import { Gate, newGate, set, waitFor } from '../fixtures/gates.js';
 

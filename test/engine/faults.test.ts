@@ -18,10 +18,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { pino } from 'pino';
-import { createEngine } from '../../src/engine.js';
+import { createEngine } from '../../src/engine/engine.js';
 import type { Evaluation } from '../../src/broker/evaluation.js';
 import { SlotState } from '../../src/slots/slot-layout.js';
-import { taskSchedulerOf } from '../../src/tasks/engine-tasks.js';
+import { taskSchedulerOf } from '../../src/engine/engine-tasks.js';
 import {
   FAULT_NAMES,
   Fault,

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { pino } from 'pino';
-import { createEngine, EngineState, type Engine } from '../../src/engine.js';
+import { createEngine, EngineState, type Engine } from '../../src/engine/engine.js';
 import { ModuleLoadError } from '../../src/errors.js';
 
 const fixture = (name: string): URL => new URL(`../fixtures/${name}.js`, import.meta.url);

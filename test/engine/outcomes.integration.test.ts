@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { getEventListeners } from 'node:events';
 import { after, test } from 'node:test';
 import { pino } from 'pino';
-import { createEngine, type Engine } from '../../src/engine.js';
+import { createEngine, type Engine } from '../../src/engine/engine.js';
 import {
   AbortedError,
   DeliveryLimitError,

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { pino } from 'pino';
 import { after, test } from 'node:test';
 import { ManualClock } from '../../src/clock.js';
-import { createEngine, type Engine } from '../../src/engine.js';
+import { createEngine, type Engine } from '../../src/engine/engine.js';
 import { Gate, newGate, waitFor } from '../fixtures/gates.js';
 
 const fixture = (name: string): URL => new URL(`../fixtures/${name}.js`, import.meta.url);

@@ -9,13 +9,13 @@ import { test } from 'node:test';
 import { backoffDefaults } from '../../src/backoff.js';
 import { evalBrokerDefaults } from '../../src/broker/broker-options.js';
 import { InvalidOptionError } from '../../src/index.js';
-import { engineDefaults } from '../../src/options.js';
-import { resolveEngineOptions } from '../../src/options.js';
+import { engineDefaults } from '../../src/engine/options.js';
+import { resolveEngineOptions } from '../../src/engine/options.js';
 
 // Compiled tests live in <outDir>/test/examples/: the sources are three levels up.
 const root = new URL('../../../', import.meta.url);
 const readme = readFileSync(new URL('README.md', root), 'utf8');
-const optionsSource = readFileSync(new URL('src/options.ts', root), 'utf8');
+const optionsSource = readFileSync(new URL('src/engine/options.ts', root), 'utf8');
 
 interface Row {
   readonly option: string;
@@ -49,10 +49,10 @@ function optionRows(): Row[] {
   return rows;
 }
 
-/** The keys of `interface EngineOptions` in src/options.ts. */
+/** The keys of `interface EngineOptions` in src/engine/options.ts. */
 function engineOptionKeys(): string[] {
   const body = /export interface EngineOptions \{([\s\S]*?)\n\}/.exec(optionsSource)?.[1];
-  assert.ok(body !== undefined, 'src/options.ts declares interface EngineOptions');
+  assert.ok(body !== undefined, 'src/engine/options.ts declares interface EngineOptions');
   return [...body.matchAll(/^\s*readonly (\w+)\?:/gm)].map((m) => m[1]!);
 }
 

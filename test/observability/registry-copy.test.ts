@@ -10,7 +10,7 @@ import { pino } from 'pino';
 import { Registry as OwnRegistry } from 'prom-client';
 import { Registry as OtherRegistry } from 'prom-client-alt';
 import { EvalBroker } from '../../src/broker/eval-broker.js';
-import { createEngine } from '../../src/engine.js';
+import { createEngine } from '../../src/engine/engine.js';
 import { InvalidOptionError } from '../../src/errors.js';
 import { isRegistry } from '../../src/observability/metrics.js';
 import { PlanApplier } from '../../src/state/plan-applier.js';

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { promisify } from 'node:util';
 import { pino } from 'pino';
-import { createEngine } from '../../src/engine.js';
+import { createEngine } from '../../src/engine/engine.js';
 import { parseStrictJson } from '../helpers/strict-json.js';
 
 const fixture = (name: string): URL => new URL(`../fixtures/${name}.js`, import.meta.url);

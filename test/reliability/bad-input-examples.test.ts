@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Counter, Registry } from 'prom-client';
 import { EvalBroker } from '../../src/broker/eval-broker.js';
-import { createEngine } from '../../src/engine.js';
+import { createEngine } from '../../src/engine/engine.js';
 import { evaluation, failures, fixture, logger, started } from './helpers.js';
 
 test('unknown or engine-supplied keys inside broker and backoff options are refused, naming the key', () => {

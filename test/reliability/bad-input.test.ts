@@ -16,12 +16,12 @@ import { pathToFileURL } from 'node:url';
 import { inspect } from 'node:util';
 import fc from 'fast-check';
 import { ManualClock } from '../../src/clock.js';
-import { createEngine, type Engine } from '../../src/engine.js';
+import { createEngine, type Engine } from '../../src/engine/engine.js';
 import { TickpoolError } from '../../src/errors.js';
 import { EvalBroker } from '../../src/broker/eval-broker.js';
 import { parseEvery, parseSchedule } from '../../src/tasks/schedule/index.js';
 import { SlotState } from '../../src/slots/slot-layout.js';
-import { taskSchedulerOf } from '../../src/tasks/engine-tasks.js';
+import { taskSchedulerOf } from '../../src/engine/engine-tasks.js';
 import { Gate, newGate, set } from '../fixtures/gates.js';
 import { acks, created, evaluation, finished, fixture, fixturePath, logger, started, turns } from './helpers.js';
 

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ManualClock } from '../../src/clock.js';
-import type { Engine } from '../../src/engine.js';
+import type { Engine } from '../../src/engine/engine.js';
 import { Gate, newGate, set, waitFor } from '../fixtures/gates.js';
 import { acks, codeOf, evaluation, failures, fixture, nextEvent, started, turns } from './helpers.js';
 

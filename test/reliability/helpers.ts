@@ -4,7 +4,7 @@
  */
 import { after } from 'node:test';
 import { pino } from 'pino';
-import { createEngine, type Engine } from '../../src/engine.js';
+import { createEngine, type Engine } from '../../src/engine/engine.js';
 import type { Evaluation } from '../../src/broker/evaluation.js';
 
 export const fixture = (name: string): URL => new URL(`../fixtures/${name}.js`, import.meta.url);

@@ -15,7 +15,7 @@ import { execFile } from 'node:child_process';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
 import { ManualClock } from '../../src/clock.js';
-import type { Engine } from '../../src/engine.js';
+import type { Engine } from '../../src/engine/engine.js';
 import { SlotState } from '../../src/slots/slot-layout.js';
 import { Gate, newGate, set, waitFor } from '../fixtures/gates.js';
 import { acks, evaluation, finished, fixture, fixturePath, nextEvent, started, turns } from './helpers.js';

@@ -7,7 +7,7 @@ import { ManualClock } from '../../src/clock.js';
 import { Registry } from '../../src/observability/metrics.js';
 import type { ThreadPool } from '../../src/pool/thread-pool.js';
 import { SlotTable } from '../../src/slots/slot-table.js';
-import { EngineTasks } from '../../src/tasks/engine-tasks.js';
+import { EngineTasks } from '../../src/engine/engine-tasks.js';
 import { MemoryTaskStore } from '../../src/tasks/memory-task-store.js';
 import { quietLogger } from './fixtures.js';
 

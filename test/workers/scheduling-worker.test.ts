@@ -18,8 +18,8 @@ import { SlotState, ThreadPhase } from '../../src/slots/slot-layout.js';
 import { SlotTable } from '../../src/slots/slot-table.js';
 import { PlanApplier } from '../../src/state/plan-applier.js';
 import { StateStore } from '../../src/state/state-store.js';
-import { SchedulingWorker, type DeliveryIndex } from '../../src/workers/scheduling-worker.js';
-import { WorkerMetrics } from '../../src/workers/worker-metrics.js';
+import { SchedulingWorker, type DeliveryIndex } from '../../src/engine/scheduling-worker.js';
+import { WorkerMetrics } from '../../src/engine/worker-metrics.js';
 import { WatchedClock } from '../pool/helpers.js';
 
 const logger = pino({ level: 'silent' });

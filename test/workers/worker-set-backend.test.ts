@@ -7,8 +7,8 @@ import { test } from 'node:test';
 import { pino } from 'pino';
 import { EvalBroker } from '../../src/broker/eval-broker.js';
 import { ManualClock } from '../../src/clock.js';
-import type { SchedulingWorker } from '../../src/workers/scheduling-worker.js';
-import { WorkerSet } from '../../src/workers/worker-set.js';
+import type { SchedulingWorker } from '../../src/engine/scheduling-worker.js';
+import { WorkerSet } from '../../src/engine/worker-set.js';
 
 interface Fake {
   current: { token: string; evaluation: { id: string } } | undefined;

@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { EvalBroker } from '../../src/broker/eval-broker.js';
 import { ManualClock } from '../../src/clock.js';
-import type { SchedulingWorker } from '../../src/workers/scheduling-worker.js';
-import { WorkerSet } from '../../src/workers/worker-set.js';
+import type { SchedulingWorker } from '../../src/engine/scheduling-worker.js';
+import { WorkerSet } from '../../src/engine/worker-set.js';
 import { pino } from 'pino';
 
 interface Fake {

@@ -8,7 +8,7 @@
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import type { Backend, BackendContext } from '../../../src/backend/backend.js';
-import { memoryBackend } from '../../../src/backend/memory-backend.js';
+import { memoryBackend } from '../../../src/memory/memory-backend.js';
 import { ManualClock } from '../../../src/clock.js';
 import type { PgBroker } from '../../../src/postgres/pg-broker.js';
 import { postgresBackend } from '../../../src/postgres/backend.js';

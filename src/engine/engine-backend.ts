@@ -1,5 +1,6 @@
 /** The backend an engine runs on: made by the `backend` option's factory from the engine's settings. */
-import { assertBackend, type Backend } from './backend/backend.js';
+import type { Backend } from '../backend/backend.js';
+import { assertBackend } from './backend-checks.js';
 import type { ResolvedEngineOptions } from './options.js';
 
 /**

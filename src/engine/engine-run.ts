@@ -3,13 +3,13 @@
  * may share one signal (one per request, say), so a signal gets one listener for all of its runs, added once, and
  * each run leaves the signal's set when its outcome is known: nothing is kept for a run that is over.
  */
-import type { BrokerBackend } from './backend/broker-backend.js';
-import { FAILED_QUEUE } from './broker/evaluation.js';
-import type { EvaluationHandle, EvaluationOutcome } from './broker/outcome-waiters.js';
-import { InvalidArgumentError } from './errors.js';
-import type { Logger } from './observability/logger.js';
-import { settle, type MaybePromise } from './tasks/maybe-promise.js';
-import type { WorkerSet } from './workers/worker-set.js';
+import type { BrokerBackend } from '../backend/broker-backend.js';
+import { FAILED_QUEUE } from '../broker/evaluation.js';
+import type { EvaluationHandle, EvaluationOutcome } from '../broker/outcome-waiters.js';
+import { InvalidArgumentError } from '../errors.js';
+import type { Logger } from '../observability/logger.js';
+import { settle, type MaybePromise } from '../tasks/maybe-promise.js';
+import type { WorkerSet } from './worker-set.js';
 
 export interface RunOptions {
   /** Aborting it gives the evaluation up: removed from the broker if not yet dequeued, canceled if in flight. */

@@ -8,10 +8,10 @@
  * types `evaluation.payload` and `ctx`, and checks what the function returns. The engine cannot check the payload's
  * type at run time: `Payload` is a promise the enqueuing code keeps.
  */
-import type { Evaluation } from './broker/evaluation.js';
-import type { Plan } from './state/types.js';
-import type { QueuedRun, RunResult } from './tasks/types.js';
-import type { WorkContext } from './thread/context.js';
+import type { Evaluation } from '../broker/evaluation.js';
+import type { Plan } from '../state/types.js';
+import type { QueuedRun, RunResult } from '../tasks/types.js';
+import type { WorkContext } from '../thread/context.js';
 
 /** The evaluation a scheduler receives: what was enqueued (a structured clone of it), its `payload` typed. */
 export type SchedulerEvaluation<Payload = unknown> = Omit<Evaluation, 'payload'> & { readonly payload: Payload };

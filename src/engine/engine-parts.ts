@@ -3,15 +3,15 @@
  * resolved options and the backend's seams (the pool reads the state's change feed; a worker talks to the broker,
  * the plan committer and the state through their interfaces only).
  */
-import type { Backend } from './backend/backend.js';
-import { Backoff } from './backoff.js';
+import type { Backend } from '../backend/backend.js';
+import { Backoff } from '../backoff.js';
 import type { EngineEvents } from './engine-types.js';
-import type { TypedEmitter } from './events.js';
+import type { TypedEmitter } from '../events.js';
 import type { ResolvedEngineOptions } from './options.js';
-import { ThreadPool } from './pool/thread-pool.js';
-import type { SlotTable } from './slots/slot-table.js';
-import { SchedulingWorker, type DeliveryIndex } from './workers/scheduling-worker.js';
-import { WorkerMetrics } from './workers/worker-metrics.js';
+import { ThreadPool } from '../pool/thread-pool.js';
+import type { SlotTable } from '../slots/slot-table.js';
+import { SchedulingWorker, type DeliveryIndex } from './scheduling-worker.js';
+import { WorkerMetrics } from './worker-metrics.js';
 
 /** Work ahead past which the broker's pacing need not count (ms per thread). */
 const WORK_AHEAD_COUNTED_MS = 1_000;

@@ -14,7 +14,7 @@ import { ResourceLimitError, RunCanceledError, UnknownHandlerError } from '../er
 import type { Outcome, ThreadPool } from '../pool/thread-pool.js';
 import type { Registry } from '../observability/metrics.js';
 import { ExecutorMetrics } from './executor-metrics.js';
-import type { ExecuteContext, Executor, QueuedRun, RunPromise, RunResult } from './types.js';
+import type { ExecuteContext, Executor, QueuedRun, RunPromise, RunResult } from '../tasks/types.js';
 
 export interface PoolExecutorOptions {
   readonly pool: ThreadPool;

@@ -17,15 +17,15 @@ import type { Logger } from '../observability/logger.js';
 import type { Registry } from '../observability/metrics.js';
 import type { ThreadPool } from '../pool/thread-pool.js';
 import type { SlotTable } from '../slots/slot-table.js';
-import type { MemoryTaskStore } from './memory-task-store.js';
+import type { MemoryTaskStore } from '../tasks/memory-task-store.js';
 import { PoolExecutor } from './pool-executor.js';
-import type { TaskSchedulerEvents } from './scheduler-events.js';
-import { sameTaskDefinition } from './task-definition.js';
-import { validateTask, validateTaskMeta, type Task, type TaskInput, type TaskMeta } from './task.js';
-import { TaskScheduler } from './task-scheduler.js';
-import type { SchedulerStateValue, TaskSchedulerStats, TaskStats } from './scheduler-state.js';
-import type { ForcedRun } from './types.js';
-import { isPromiseLike } from './maybe-promise.js';
+import type { TaskSchedulerEvents } from '../tasks/scheduler-events.js';
+import { sameTaskDefinition } from '../tasks/task-definition.js';
+import { validateTask, validateTaskMeta, type Task, type TaskInput, type TaskMeta } from '../tasks/task.js';
+import { TaskScheduler } from '../tasks/task-scheduler.js';
+import type { SchedulerStateValue, TaskSchedulerStats, TaskStats } from '../tasks/scheduler-state.js';
+import type { ForcedRun } from '../tasks/types.js';
+import { isPromiseLike } from '../tasks/maybe-promise.js';
 
 /** What `add` answers: the task itself with a local store, a promise of it (resolved after the commit) with a shared one. */
 export type AddedTask<T extends TaskBackend> = T extends SharedTaskBackend ? Promise<Task> : Task;

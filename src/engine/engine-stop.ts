@@ -2,13 +2,13 @@
  * What `Engine.stop()` needs beside the engine: its options, validated, a grace period on the clock, and the
  * outcomes nobody here will settle any more.
  */
-import type { BrokerBackend } from './backend/broker-backend.js';
-import type { Clock } from './clock.js';
-import { InvalidArgumentError, InvalidStateError } from './errors.js';
+import type { BrokerBackend } from '../backend/broker-backend.js';
+import type { Clock } from '../clock.js';
+import { InvalidArgumentError, InvalidStateError } from '../errors.js';
 import type { ResolvedEngineOptions } from './options.js';
-import type { ThreadPool } from './pool/thread-pool.js';
-import type { TaskScheduler } from './tasks/task-scheduler.js';
-import type { WorkerSet } from './workers/worker-set.js';
+import type { ThreadPool } from '../pool/thread-pool.js';
+import type { TaskScheduler } from '../tasks/task-scheduler.js';
+import type { WorkerSet } from './worker-set.js';
 
 /** `stop()`'s grace period, validated: bad options reject the call and leave the engine as it was. */
 export function stopGraceMs(options: unknown): number {

@@ -1,11 +1,11 @@
 /** The engine's lifecycle states, events and stats shapes. */
-import type { BrokerStats } from './broker/broker-types.js';
-import type { ModuleLoadError } from './errors.js';
-import type { ThreadExit, ThreadPoolStats } from './pool/thread-pool.js';
-import type { TaskSchedulerStats } from './tasks/scheduler-state.js';
-import type { WorkerInfo } from './workers/worker-set.js';
+import type { BrokerStats } from '../broker/broker-types.js';
+import type { ModuleLoadError } from '../errors.js';
+import type { ThreadExit, ThreadPoolStats } from '../pool/thread-pool.js';
+import type { TaskSchedulerStats } from '../tasks/scheduler-state.js';
+import type { WorkerInfo } from './worker-set.js';
 
-export type { WorkerInfo } from './workers/worker-set.js';
+export type { WorkerInfo } from './worker-set.js';
 
 export const EngineState = Object.freeze({
   CREATED: 'created',

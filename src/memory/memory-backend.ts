@@ -7,7 +7,7 @@ import { EvalBroker } from '../broker/eval-broker.js';
 import { PlanApplier } from '../state/plan-applier.js';
 import { StateStore } from '../state/state-store.js';
 import { MemoryTaskStore } from '../tasks/memory-task-store.js';
-import type { Backend, BackendContext, BackendFactory } from './backend.js';
+import type { Backend, BackendContext, BackendFactory } from '../backend/backend.js';
 
 /** The in-memory backend's parts, with their own types (`engine.broker` is an `EvalBroker`, and so on). */
 export interface MemoryBackend extends Backend {

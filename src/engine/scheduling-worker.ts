@@ -30,7 +30,7 @@ import type { WireEvaluation } from '../protocol/messages.js';
 import { SlotState, ThreadPhase } from '../slots/slot-layout.js';
 import type { SlotTable } from '../slots/slot-table.js';
 import { isPromiseLike } from '../tasks/maybe-promise.js';
-import type { SchedulerResult } from '../user-functions.js';
+import type { SchedulerResult } from './user-functions.js';
 import { sealedOf } from '../state/sealed.js';
 import { adoptValue } from '../state/values.js';
 import type { RefusedOperation, WorkerMetrics } from './worker-metrics.js';

@@ -2,23 +2,23 @@
  * `createEngine()`: wires the backend's broker, state store, plan committer and task store to the thread pool, the
  * scheduling workers and the task scheduler, into one engine with a `start()`/`stop()` lifecycle.
  */
-import type { Backend } from './backend/backend.js';
-import type { MemoryBackend } from './backend/memory-backend.js';
-import type { EvaluationInput } from './broker/evaluation.js';
-import type { EvaluationHandle, EvaluationOutcome } from './broker/outcome-waiters.js';
+import type { Backend } from '../backend/backend.js';
+import type { MemoryBackend } from '../memory/memory-backend.js';
+import type { EvaluationInput } from '../broker/evaluation.js';
+import type { EvaluationHandle, EvaluationOutcome } from '../broker/outcome-waiters.js';
 import { createBackend } from './engine-backend.js';
 import { createPool, workerFactory } from './engine-parts.js';
 import { AbortWatch, giveUpEvaluation, runSignal, type RunOptions } from './engine-run.js';
-import { AbortedError, InvalidArgumentError, InvalidStateError } from './errors.js';
-import { TypedEmitter } from './events.js';
+import { AbortedError, InvalidArgumentError, InvalidStateError } from '../errors.js';
+import { TypedEmitter } from '../events.js';
 import { resolveEngineOptions, type EngineOptions, type EngineOptionsOn, type ResolvedEngineOptions } from './options.js';
-import type { ThreadPool } from './pool/thread-pool.js';
-import { SlotTable } from './slots/slot-table.js';
-import { EngineTasks, taskSchedulerOf } from './tasks/engine-tasks.js';
-import { isPromiseLike } from './tasks/maybe-promise.js';
-import type { TaskScheduler } from './tasks/task-scheduler.js';
-import { WorkerSet } from './workers/worker-set.js';
-import type { EngineWorker } from './workers/worker-view.js';
+import type { ThreadPool } from '../pool/thread-pool.js';
+import { SlotTable } from '../slots/slot-table.js';
+import { EngineTasks, taskSchedulerOf } from './engine-tasks.js';
+import { isPromiseLike } from '../tasks/maybe-promise.js';
+import type { TaskScheduler } from '../tasks/task-scheduler.js';
+import { WorkerSet } from './worker-set.js';
+import type { EngineWorker } from './worker-view.js';
 import { EngineState, type EngineEvents, type EngineStateValue, type EngineStats, type StopOptions } from './engine-types.js';
 import { giveUpOutcomes, stopGraceMs, stopInOrder } from './engine-stop.js';
 
