@@ -1,7 +1,7 @@
 /** The engine's lifecycle states, events and stats shapes. */
 import type { BrokerStats } from '../broker/broker-types.js';
 import type { ModuleLoadError } from '../errors.js';
-import type { ThreadExit, ThreadPoolStats } from '../pool/thread-pool.js';
+import type { ThreadExit, ThreadPoolStats } from '../pool/pool-types.js';
 import type { TaskSchedulerStats } from '../tasks/scheduler-state.js';
 import type { WorkerInfo } from './worker-set.js';
 

@@ -17,7 +17,7 @@ import { createDefaultLogger, isLogger, type Logger } from '../observability/log
 import { isRegistry, Registry } from '../observability/metrics.js';
 import { assertKnownKeys, clockOption } from '../option-checks.js';
 import type { ModuleRef } from '../protocol/messages.js';
-import type { ResourceLimits } from '../pool/thread-pool.js';
+import type { ResourceLimits } from '../pool/pool-types.js';
 import type { EvaluatePlan } from '../state/types.js';
 
 /** A user module: a path (absolute, or relative to the working directory), a `file:` URL, or either with an export name. */

@@ -7,7 +7,8 @@ import { MessagePort } from 'node:worker_threads';
 import { pino } from 'pino';
 import { Backoff } from '../../src/backoff.js';
 import { WatchedClock } from '../helpers/watched-clock.js';
-import type { Outcome, ThreadExit } from '../../src/pool/thread-pool.js';
+import type { ThreadExit } from '../../src/pool/pool-types.js';
+import type { Outcome } from '../../src/pool/thread-pool.js';
 import { ThreadPool } from '../../src/pool/thread-pool.js';
 import { SlotTable } from '../../src/slots/slot-table.js';
 import { StateStore } from '../../src/state/state-store.js';
@@ -37,7 +38,7 @@ export interface Dispatched {
 
 export const POOL_DEFAULTS = Object.freeze({ cancelGraceMs: 200, idleTimeoutMs: 100 });
 
-export function poolHarness(options: { minThreads: number; maxThreads: number }): PoolHarness {
+export function poolHarness(options: { minThreads: number; maxThreads: number; monotonicNow?: () => number }): PoolHarness {
   const logger = pino({ level: 'silent' });
   const clock = new WatchedClock(0);
   const slots = SlotTable.create({ initialSlots: 1024 });
