@@ -1,12 +1,8 @@
-import { Backoff } from '../backoff.js';
 import type { Clock, TimerHandle } from '../clock.js';
 import {
-  describeValue,
   InvalidArgumentError,
   InvalidStateError,
   RunCanceledError,
-  RunNotFoundError,
-  RunNotYetDueError,
   TaskAlreadyClaimedError,
   TaskNotClaimedError,
 } from '../errors.js';
@@ -14,13 +10,15 @@ import { TypedEmitter } from '../events.js';
 import { childLogger, type Logger } from '../observability/logger.js';
 import type { Registry } from '../observability/metrics.js';
 import type { SlotTable } from '../slots/slot-table.js';
-import { ActiveRun, TaskActivity } from './active-run.js';
+import { ActiveRun } from './active-run.js';
 import { ClaimedTasks, ClaimState } from './claimed-tasks.js';
 import { DueCalendar } from './due-calendar.js';
-import { RunWaiters } from './run-waiters.js';
-import { isPromiseLike, settle, type MaybePromise } from './maybe-promise.js';
+import { ManualRuns } from './manual-runs.js';
+import { isPromiseLike } from './maybe-promise.js';
 import type { TaskSchedulerEvents } from './scheduler-events.js';
 import { SchedulerMetrics, type SchedulerOperation } from './scheduler-metrics.js';
+import { TaskActivities } from './task-activities.js';
+import { RunCreator } from './run-creation.js';
 import { RunLifecycle, toError } from './run-lifecycle.js';
 import { resolveTaskSchedulerOptions, type ResolvedTaskSchedulerOptions, type TaskSchedulerOptions } from './scheduler-options.js';
 import { scheduleOf, taskDefaults, validateTask, validateTaskMeta, type Task } from './task.js';
@@ -29,8 +27,6 @@ import {
   type FinalRunStatus,
   type ForcedRun,
   type LogWriter,
-  type QueuedRun,
-  type RunCreation,
   type RunStateDetails,
 } from './types.js';
 import { SchedulerState, type SchedulerStateValue, type TaskSchedulerStats, type TaskStats } from './scheduler-state.js';
@@ -57,10 +53,8 @@ export class TaskScheduler {
   readonly #metrics: SchedulerMetrics;
   readonly #claims = new ClaimedTasks();
   readonly #calendar = new DueCalendar();
-  /** Busy tasks only (runs, error backoff, draining): idle claimed tasks have no object at all. */
-  readonly #activity = new Map<number, TaskActivity>();
-  /** The outcomes of manual runs not yet ended. */
-  readonly #forcedRuns = new RunWaiters();
+  readonly #activities: TaskActivities;
+  readonly #manual: ManualRuns;
   #state: SchedulerStateValue = SchedulerState.IDLE;
   /** The time of the latest tick (`outerScheduler.now` in `scheduler.go`). */
   #now: number;
@@ -69,8 +63,6 @@ export class TaskScheduler {
   #lastTickAt = -Infinity;
   #timer: TimerHandle | undefined;
   #timerDue = Infinity;
-  #runsActive = 0;
-  #slotsBusy = 0;
   #workDepth = 0;
   readonly #deferred = new Set<number>();
   #drainingDeferred = false;
@@ -89,6 +81,7 @@ export class TaskScheduler {
   readonly #internalHandler = (error: unknown): void => this.#internal(error);
   /** The run lifecycle: execute, attempt ended, retry, cancel, end. */
   readonly #runs: RunLifecycle;
+  readonly #creator: RunCreator;
 
   constructor(options: TaskSchedulerOptions) {
     this.#o = resolveTaskSchedulerOptions(options);
@@ -96,8 +89,15 @@ export class TaskScheduler {
     this.#slots = this.#o.slots;
     this.#logger = childLogger(this.#o.logger, { component: 'task-scheduler' });
     this.#metrics = new SchedulerMetrics(this.#o.registry, this);
+    this.#activities = new TaskActivities(this.#claims, this.#slots);
     this.#now = this.#o.now;
     this.events = new TypedEmitter<TaskSchedulerEvents>(() => this.#logger);
+    this.#manual = new ManualRuns({
+      claims: this.#claims,
+      options: this.#o,
+      latestNow: () => this.#latestNow(),
+      due: (index, epoch) => this.#forced(index, epoch),
+    });
     this.#runs = new RunLifecycle({
       events: this.events,
       options: this.#o,
@@ -112,11 +112,24 @@ export class TaskScheduler {
       reportError: (taskId, operation, error, facts) => this.#reportError(taskId, operation, error, facts),
       isCurrent: (run) => this.#isCurrent(run),
       canRun: () => this.#canRun(),
-      freeSlot: (run) => this.#freeSlot(run),
-      slotReclaimed: () => {
-        this.#slotsBusy++;
-      },
+      freeSlot: (run) => this.#activities.freeSlot(run),
+      slotReclaimed: () => this.#activities.slotClaimed(),
       runStopped: (run, status, error, value) => this.#runStopped(run, status, error, value),
+    });
+    this.#creator = new RunCreator({
+      options: this.#o,
+      claims: this.#claims,
+      activities: this.#activities,
+      runs: this.#runs,
+      internalHandler: this.#internalHandler,
+      latestNow: () => this.#latestNow(),
+      isCurrent: (run) => this.#isCurrent(run),
+      canRun: () => this.#canRun(),
+      write: (run, status, when, error, value) => this.#write(run, status, when, error, value),
+      canceledError: (run) => this.#canceledError(run),
+      reportError: (taskId, operation, error, facts) => this.#reportError(taskId, operation, error, facts),
+      continueWork: (index) => this.#continue(index),
+      checkStopped: () => this.#checkStopped(),
     });
   }
 
@@ -179,7 +192,7 @@ export class TaskScheduler {
       let base = this.#claims.slotBase(index);
       if (previous !== count) {
         const fresh = this.#slots.allocate(count); // may throw (table full): nothing has changed yet
-        (this.#activityOf(index).retired ??= []).push({ base, count: previous });
+        (this.#activities.of(index).retired ??= []).push({ base, count: previous });
         base = fresh;
       }
       this.#claims.reclaim(index, valid, base, nextDue);
@@ -209,11 +222,11 @@ export class TaskScheduler {
     let base = this.#claims.slotBase(index);
     if (previous.maxConcurrency !== valid.maxConcurrency) {
       const fresh = this.#slots.allocate(valid.maxConcurrency); // may throw (table full): nothing has changed yet
-      (this.#activityOf(index).retired ??= []).push({ base, count: previous.maxConcurrency });
+      (this.#activities.of(index).retired ??= []).push({ base, count: previous.maxConcurrency });
       base = fresh;
     }
     this.#claims.replace(index, valid, base);
-    this.#tidy(index);
+    this.#activities.tidy(index);
     this.#forced(index, this.#claims.epoch(index));
   }
 
@@ -248,7 +261,7 @@ export class TaskScheduler {
     if (typeof cancel !== 'boolean') throw new InvalidArgumentError('options.cancel', 'a boolean', cancel);
     this.#calendar.delete(index);
     this.#claims.release(index);
-    const activity = this.#activity.get(index);
+    const activity = this.#activities.get(index);
     const runs = activity === undefined ? [] : [...activity.runs];
     let stopped: Promise<void> = Promise.resolve();
     if (activity !== undefined) {
@@ -262,7 +275,7 @@ export class TaskScheduler {
     }
     if (this.events.hasListeners('task:release')) this.events.emit('task:release', { taskId, canceledRuns: cancel ? runs.length : 0 });
     if (cancel) for (const run of runs) this.#runs.cancel(run);
-    this.#tidy(index);
+    this.#activities.tidy(index);
     return stopped;
   }
 
@@ -276,12 +289,12 @@ export class TaskScheduler {
       throw new InvalidStateError(`Expected task "${taskId}" to be released before its runs are canceled this way, but it is claimed`);
     }
     const index = this.#claims.drainingIndex(taskId);
-    const activity = index < 0 ? undefined : this.#activity.get(index);
+    const activity = index < 0 ? undefined : this.#activities.get(index);
     if (activity === undefined || activity.runs.length === 0) return Promise.resolve();
     const epoch = this.#claims.epoch(index);
     const stopped = new Promise<void>((resolve) => (activity.waiters ??= []).push({ epoch, resolve }));
     for (const run of [...activity.runs]) this.#runs.cancel(run);
-    this.#tidy(index);
+    this.#activities.tidy(index);
     return stopped;
   }
 
@@ -292,33 +305,7 @@ export class TaskScheduler {
    * has no `forceRun`.
    */
   forceRun(taskId: string, scheduledFor?: number): Promise<ForcedRun> {
-    try {
-      const index = this.#claims.claimedIndex(taskId);
-      if (index < 0) throw new TaskNotClaimedError(taskId);
-      if (scheduledFor !== undefined && (typeof scheduledFor !== 'number' || !Number.isFinite(scheduledFor))) {
-        throw new InvalidArgumentError('scheduledFor', 'a finite time in epoch ms', scheduledFor);
-      }
-      const desiredState = this.#o.desiredState;
-      if (desiredState.forceRun === undefined) {
-        throw new InvalidStateError('Expected a desired state with forceRun() for manual runs, but it has none');
-      }
-      const now = this.#latestNow();
-      const epoch = this.#claims.epoch(index);
-      const queued = desiredState.forceRun(taskId, scheduledFor ?? now, now);
-      // The waiter exists before the run can start (`#forced` may start it, and an executor may end it, at once).
-      if (isPromiseLike(queued)) {
-        return Promise.resolve(queued).then((run) => {
-          const forced = this.#forcedRuns.add(run);
-          this.#forced(index, epoch);
-          return forced;
-        });
-      }
-      const forced = this.#forcedRuns.add(queued);
-      this.#forced(index, epoch);
-      return Promise.resolve(forced);
-    } catch (error) {
-      return Promise.reject(error as Error);
-    }
+    return this.#manual.forceRun(taskId, scheduledFor);
   }
 
   /**
@@ -326,19 +313,7 @@ export class TaskScheduler {
    * `RunNotFoundError` when the log does not know the run, `DuplicateRunError` while it is still in flight.
    */
   retryRun(taskId: string, runId: string): Promise<ForcedRun> {
-    try {
-      if (this.#claims.claimedIndex(taskId) < 0) throw new TaskNotClaimedError(taskId);
-      const log = this.#o.logWriter;
-      if (log.findRun === undefined) {
-        throw new InvalidStateError('Expected a log writer with findRun() to retry runs, but it has none');
-      }
-      return Promise.resolve(log.findRun(taskId, runId)).then((record) => {
-        if (record === undefined || !Number.isFinite(record.scheduledFor)) throw new RunNotFoundError(taskId, runId);
-        return this.forceRun(taskId, record.scheduledFor);
-      });
-    } catch (error) {
-      return Promise.reject(error as Error);
-    }
+    return this.#manual.retryRun(taskId, runId);
   }
 
   /**
@@ -347,11 +322,7 @@ export class TaskScheduler {
    * task was deleted, or the scheduler will not start again. The runs themselves are not touched.
    */
   rejectForcedRuns(reason: Error | ((run: { readonly taskId: string; readonly runId: string }) => Error), taskId?: string): number {
-    if (!(reason instanceof Error) && typeof reason !== 'function') {
-      throw new InvalidArgumentError('reason', 'an Error or a function (run) => Error', reason);
-    }
-    if (taskId !== undefined && typeof taskId !== 'string') throw new InvalidArgumentError('taskId', 'a task id or undefined', taskId);
-    return this.#forcedRuns.rejectAll(reason instanceof Error ? () => reason : reason, taskId);
+    return this.#manual.rejectAll(reason, taskId);
   }
 
   /** Starts the ticker: a tick now, then one at each earliest due time (and at least every `tickMs`). */
@@ -375,7 +346,7 @@ export class TaskScheduler {
     this.#setState(SchedulerState.STOPPING);
     this.#disarm();
     this.#stopped = new Promise<void>((resolve) => (this.#resolveStopped = resolve));
-    for (const activity of [...this.#activity.values()]) {
+    for (const activity of this.#activities.all()) {
       for (const run of [...activity.runs]) this.#runs.cancel(run);
     }
     this.#checkStopped();
@@ -387,8 +358,8 @@ export class TaskScheduler {
       state: this.#state,
       claimedTasks: this.#claims.claimedCount,
       drainingTasks: this.#claims.drainingCount,
-      runsActive: this.#runsActive,
-      slotsBusy: this.#slotsBusy,
+      runsActive: this.#activities.runsActive,
+      slotsBusy: this.#activities.slotsBusy,
       scheduledTasks: this.#calendar.size,
       nextDue: this.#calendar.earliest(),
     };
@@ -400,7 +371,7 @@ export class TaskScheduler {
     const state = index >= 0 ? 'claimed' : 'draining';
     if (index < 0) index = this.#claims.drainingIndex(taskId);
     if (index < 0) return undefined;
-    const activity = this.#activity.get(index);
+    const activity = this.#activities.get(index);
     let slotsBusy = this.#slots.busy(this.#claims.slotBase(index), this.#claims.task(index).maxConcurrency);
     for (const range of activity?.retired ?? []) slotsBusy += this.#slots.busy(range.base, range.count);
     return { state, nextDue: this.#claims.nextDue(index), runs: activity?.runs.length ?? 0, slotsBusy };
@@ -445,12 +416,12 @@ export class TaskScheduler {
       const base = this.#claims.slotBase(index);
       for (let k = 0; k < count; k++) {
         if (!(this.#claims.nextDue(index) <= now)) break;
-        const activity = this.#activity.get(index);
+        const activity = this.#activities.get(index);
         // One creation at a time per task; runs of a released earlier claim still count (they hold slots).
         if (activity !== undefined && (activity.creating || activity.runs.length >= count)) break;
         const generation = this.#slots.claim(base + k);
         if (generation < 0) continue; // this runner is working
-        this.#slotsBusy++;
+        this.#activities.slotClaimed();
         if (!this.#startFromWorking(index, base + k, generation, now)) break;
         // A listener may have released the task meanwhile.
         if (this.#claims.state(index) !== ClaimState.CLAIMED || this.#claims.epoch(index) !== epoch) return;
@@ -465,91 +436,15 @@ export class TaskScheduler {
    * desired state answers asynchronously (the answer continues the work).
    */
   #startFromWorking(index: number, slot: number, generation: number, now: number): boolean {
-    const activity = this.#activityOf(index);
     const run = new ActiveRun(index, this.#claims.epoch(index), this.#claims.task(index), slot, generation);
-    activity.runs.push(run);
-    activity.creating = true;
-    this.#runsActive++;
-    let creation: MaybePromise<RunCreation>;
-    try {
-      creation = this.#o.desiredState.createNextRun(run.task.id, now);
-    } catch (error) {
-      this.#createFailed(run, error, now, false);
-      return false;
-    }
-    if (isPromiseLike(creation)) {
-      settle(
-        creation,
-        (created) => this.#created(run, created, now, true),
-        (error) => this.#createFailed(run, error, now, true),
-        this.#internalHandler,
-      );
-      return false;
-    }
-    return this.#created(run, creation, now, false);
-  }
-
-  #created(run: ActiveRun, creation: RunCreation, askedAt: number, async: boolean): boolean {
-    const activity = this.#activity.get(run.index)!;
-    activity.creating = false;
-    const created = creation?.created;
-    if (!isQueuedRun(created) || typeof creation.nextDue !== 'number' || Number.isNaN(creation.nextDue)) {
-      const error = new InvalidStateError(`Expected createNextRun to return { created: QueuedRun, nextDue }, got ${describeValue(creation)}`);
-      this.#createFailed(run, error, askedAt, async);
-      return false;
-    }
-    run.run = created;
-    // A resumed run continues its attempt count (its lost attempt counted against `retry`).
-    run.attempt = created.attempts ?? 0;
-    const current = this.#isCurrent(run);
-    const now = async ? this.#latestNow() : askedAt;
-    if (current) {
-      let nextDue = creation.nextDue;
-      // A manual run queued while this creation was pending is due now, whatever this (older) answer says.
-      if (activity.forced) nextDue = Math.min(nextDue, now);
-      activity.forced = false;
-      activity.errorBackoff = undefined;
-      this.#claims.setNextDue(run.index, nextDue);
-    }
-    this.#write(run, RunStatus.SCHEDULED, now, undefined, undefined);
-    if (run.canceled || !current || !this.#canRun()) {
-      this.#runs.end(run, RunStatus.CANCELED, this.#canceledError(run), undefined, undefined);
-      return false;
-    }
-    this.#runs.execute(run);
-    if (async) this.#continue(run.index);
-    return true;
-  }
-
-  #createFailed(run: ActiveRun, error: unknown, askedAt: number, async: boolean): void {
-    const index = run.index;
-    const activity = this.#activity.get(index)!;
-    activity.creating = false;
-    this.#removeRun(run);
-    if (this.#isCurrent(run)) {
-      const now = async ? this.#latestNow() : askedAt;
-      const dueAt = notYetDueAt(error);
-      if (dueAt !== undefined && dueAt > askedAt) {
-        this.#claims.setNextDue(index, activity.forced ? Math.min(dueAt, now) : dueAt);
-        activity.errorBackoff = undefined;
-      } else {
-        // A real failure (or a "not yet due" for a time that is due): back off instead of asking every tick.
-        const backoff = (activity.errorBackoff ??= new Backoff(this.#o.backoff, { clock: this.#clock }));
-        const delay = Math.max(1, backoff.nextDelay());
-        this.#claims.setNextDue(index, now + delay);
-        this.#reportError(run.task.id, 'create_run', error, { retryInMs: delay });
-      }
-      activity.forced = false;
-    }
-    this.#tidy(index);
-    if (async) this.#continue(index);
-    this.#checkStopped();
+    this.#activities.addRun(run).creating = true;
+    return this.#creator.start(run, now);
   }
 
   /** The run has ended and stopped: free its slot, then let its runner try the next due run. */
   #runStopped(run: ActiveRun, status: FinalRunStatus, error: Error | undefined, value: unknown): void {
-    this.#removeRun(run);
-    if (this.#forcedRuns.size > 0) this.#forcedRuns.settle(run.run!.taskId, run.run!.runId, status, error, value);
+    this.#activities.removeRun(run);
+    this.#manual.ended(run.run!.taskId, run.run!.runId, status, error, value);
     if (this.events.hasListeners('task:run:finish')) {
       const queued = run.run!;
       this.events.emit('task:run:finish', {
@@ -563,7 +458,7 @@ export class TaskScheduler {
       });
     }
     const index = run.index;
-    this.#tidy(index);
+    this.#activities.tidy(index);
     this.#continue(index);
     this.#checkStopped();
   }
@@ -582,7 +477,7 @@ export class TaskScheduler {
   #forced(index: number, epoch: number): void {
     if (this.#claims.state(index) !== ClaimState.CLAIMED || this.#claims.epoch(index) !== epoch) return;
     const now = this.#latestNow();
-    const activity = this.#activity.get(index);
+    const activity = this.#activities.get(index);
     if (activity?.creating === true) activity.forced = true;
     if (this.#claims.nextDue(index) > now) this.#claims.setNextDue(index, now);
     this.#calendar.delete(index);
@@ -606,7 +501,7 @@ export class TaskScheduler {
       else this.#calendar.set(index, due);
       return;
     }
-    const activity = this.#activity.get(index);
+    const activity = this.#activities.get(index);
     if (activity !== undefined && activity.runs.length > 0) {
       this.#calendar.delete(index);
       return;
@@ -622,58 +517,6 @@ export class TaskScheduler {
   }
 
   // ── Bookkeeping ────────────────────────────────────────────────────────────────────────────────────────────
-
-  #activityOf(index: number): TaskActivity {
-    let activity = this.#activity.get(index);
-    if (activity === undefined) {
-      activity = new TaskActivity();
-      this.#activity.set(index, activity);
-    }
-    return activity;
-  }
-
-  /** Frees the run's slot generation (the execution has stopped, or never began). */
-  #freeSlot(run: ActiveRun): void {
-    if (!run.holdsSlot) return;
-    run.holdsSlot = false;
-    this.#slots.finish(run.slot, run.generation);
-    this.#slotsBusy--;
-  }
-
-  #removeRun(run: ActiveRun): void {
-    this.#freeSlot(run);
-    const activity = this.#activity.get(run.index);
-    const at = activity === undefined ? -1 : activity.runs.indexOf(run);
-    if (at < 0) return;
-    activity!.runs.splice(at, 1);
-    this.#runsActive--;
-  }
-
-  /** Releases what a task no longer needs: retired slot ranges, a drained claim, resolved waiters, idle activity. */
-  #tidy(index: number): void {
-    const activity = this.#activity.get(index);
-    if (this.#claims.state(index) === ClaimState.DRAINING && (activity === undefined || activity.runs.length === 0)) {
-      const task = this.#claims.task(index);
-      this.#slots.release(this.#claims.slotBase(index), task.maxConcurrency);
-      for (const range of activity?.retired ?? []) this.#slots.release(range.base, range.count);
-      this.#claims.free(index);
-      this.#activity.delete(index);
-      for (const waiter of activity?.waiters ?? []) waiter.resolve();
-      return;
-    }
-    if (activity === undefined) return;
-    if (activity.waiters !== undefined) {
-      const pending = activity.waiters.filter((waiter) => activity.runs.some((run) => run.epoch < waiter.epoch));
-      for (const waiter of activity.waiters) if (!pending.includes(waiter)) waiter.resolve();
-      activity.waiters = pending.length > 0 ? pending : undefined;
-    }
-    if (activity.retired !== undefined) {
-      const busy = activity.retired.filter((range) => this.#slots.busy(range.base, range.count) > 0);
-      for (const range of activity.retired) if (!busy.includes(range)) this.#slots.release(range.base, range.count);
-      activity.retired = busy.length > 0 ? busy : undefined;
-    }
-    if (activity.isIdle()) this.#activity.delete(index);
-  }
 
   #isCurrent(run: ActiveRun): boolean {
     return this.#claims.state(run.index) === ClaimState.CLAIMED && this.#claims.epoch(run.index) === run.epoch;
@@ -718,7 +561,7 @@ export class TaskScheduler {
   }
 
   #checkStopped(): void {
-    if (this.#state !== SchedulerState.STOPPING || this.#runsActive > 0) return;
+    if (this.#state !== SchedulerState.STOPPING || this.#activities.runsActive > 0) return;
     this.#setState(SchedulerState.STOPPED);
     const resolve = this.#resolveStopped;
     this.#resolveStopped = undefined;
@@ -753,28 +596,4 @@ export class TaskScheduler {
     this.#timer = undefined;
     this.#timerDue = Infinity;
   }
-}
-
-/** What an executor must hand back: an object with `wait()` (its own `then`, if any, does not make it a promise). */
-
-function isQueuedRun(value: unknown): value is QueuedRun {
-  if (value === null || typeof value !== 'object') return false;
-  const run = value as Record<string, unknown>;
-  const attempts = run['attempts'];
-  return (
-    typeof run['taskId'] === 'string' &&
-    typeof run['runId'] === 'string' &&
-    typeof run['scheduledFor'] === 'number' &&
-    typeof run['runAt'] === 'number' &&
-    (attempts === undefined || (typeof attempts === 'number' && Number.isInteger(attempts) && attempts >= 0))
-  );
-}
-
-function notYetDueAt(error: unknown): number | undefined {
-  if (error instanceof RunNotYetDueError) return error.dueAt;
-  // An error that crossed a boundary (a durable backend, a thread) keeps its code but not its class.
-  const { code, dueAt, details } = (error ?? {}) as { code?: unknown; dueAt?: unknown; details?: { dueAt?: unknown } };
-  if (code !== 'ERR_RUN_NOT_YET_DUE') return undefined;
-  const at = typeof dueAt === 'number' ? dueAt : details?.dueAt;
-  return typeof at === 'number' && !Number.isNaN(at) ? at : undefined;
 }
