@@ -1,7 +1,7 @@
 /**
- * The rest of the README's reference cannot drift either: the metrics table lists exactly the metrics registered in
- * src/, the errors table exactly the codes of src/errors.ts, and the quick start shows the files of
- * examples/quickstart/ (which run and print what the README says).
+ * The rest of the README's reference cannot drift either: the metrics table (docs/metrics.md, linked from the README's
+ * Metrics section) lists exactly the metrics registered in src/, the errors table exactly the codes of src/errors.ts,
+ * and the quick start shows the files of examples/quickstart/ (which run and print what the README says).
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -13,6 +13,7 @@ import { promisify } from 'node:util';
 // Compiled tests live in <outDir>/test/examples/: the sources are three levels up.
 const root = new URL('../../../', import.meta.url);
 const readme = readFileSync(new URL('README.md', root), 'utf8');
+const metricsDoc = readFileSync(new URL('docs/metrics.md', root), 'utf8');
 
 function sourceFiles(dir: URL): URL[] {
   const out: URL[] = [];
@@ -38,7 +39,8 @@ test('the metrics table lists exactly the metrics registered in src/', () => {
     for (const m of readFileSync(file, 'utf8').matchAll(/'(tickpool_[a-z_]+)'/g)) registered.add(m[1]!);
   }
   assert.ok(registered.size >= 20, `expected the metrics of src/, found ${registered.size}`);
-  const documented = new Set([...section('Metrics').matchAll(/^\| `(tickpool_[a-z_]+)(?:\{[a-z_,]+\})?` \|/gm)].map((m) => m[1]!));
+  assert.match(section('Metrics'), /docs\/metrics\.md/, "the README's Metrics section links docs/metrics.md");
+  const documented = new Set([...metricsDoc.matchAll(/^\| `(tickpool_[a-z_]+)(?:\{[a-z_,]+\})?` \|/gm)].map((m) => m[1]!));
   assert.deepEqual([...documented].sort(), [...registered].sort());
 });
 
