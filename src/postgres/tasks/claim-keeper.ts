@@ -95,6 +95,8 @@ export interface ClaimKeeperStats {
   readonly tasks: number;
   /** Memberships lost (a lease that could not be renewed in time, or ended in the database). */
   readonly leasesLost: number;
+  /** Rounds whose answer was taken in (claims adopted, the catalogue compared), since the keeper was made. */
+  readonly rounds: number;
 }
 
 export class ClaimKeeper {
@@ -120,6 +122,7 @@ export class ClaimKeeper {
   #catalogVersion = -1;
   #last = { target: 0, members: 0, tasks: 0 };
   #leasesLost = 0;
+  #roundsTaken = 0;
   #failures = 0;
   readonly #handovers = new Set<Promise<void>>();
 
@@ -147,7 +150,7 @@ export class ClaimKeeper {
       if (claim.state === ClaimState.HELD) held++;
       else if (claim.state === ClaimState.HANDING_OVER) handingOver++;
     }
-    return { member: this.#member, held, handingOver, ...this.#last, leasesLost: this.#leasesLost };
+    return { member: this.#member, held, handingOver, ...this.#last, leasesLost: this.#leasesLost, rounds: this.#roundsTaken };
   }
 
   /** The scheduler runs: join, and claim from now on. */
@@ -298,6 +301,7 @@ export class ClaimKeeper {
     if (typeof expiry === 'number') next = Math.min(next, Math.max(0, Math.ceil(expiry)) + EXPIRY_MARGIN_MS);
     // Still short of the share with tasks claimed this round: there may be more free ones right away.
     if (this.#active && claimed.length === MAX_CLAIMS_PER_ROUND) next = 0;
+    this.#roundsTaken++;
     return next;
   }
 

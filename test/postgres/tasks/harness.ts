@@ -141,6 +141,11 @@ export async function waitFor(what: string, check: () => boolean | Promise<boole
   }
 }
 
+/** Claim rounds the node's keeper has taken in: how the tests bound when something happens, instead of by time. */
+export function rounds(node: Node): number {
+  return node.store.claimStats()?.rounds ?? 0;
+}
+
 export function held(node: Node): number {
   const stats = node.store.claimStats();
   return stats === undefined ? 0 : stats.held;
