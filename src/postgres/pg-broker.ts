@@ -12,6 +12,20 @@
 import { randomUUID } from 'node:crypto';
 import type { BrokerSettings } from '../backend/backend.js';
 import type { BrokerBackend, DequeueCallback, LeaseKeeper } from '../backend/broker-backend.js';
+import {
+  assertAckResult,
+  assertCallback,
+  assertEnabled,
+  assertId,
+  assertKeyTypes,
+  assertOptionalReason,
+  assertOptionalToken,
+  assertOutcomeReason,
+  assertReason,
+  assertToken,
+  assertWait,
+  maxRefusal,
+} from '../broker/arguments.js';
 import type { BrokerEvents } from '../broker/broker-events.js';
 import type { BrokerStats, Delivery, EvaluationInfo, SchedulerStats } from '../broker/eval-broker.js';
 import {
@@ -42,7 +56,7 @@ import {
 import { TypedEmitter } from '../events.js';
 import type { Logger } from '../observability/logger.js';
 import { payloadValidator } from '../payload-size.js';
-import { assertKey, isStorableKey, MAX_KEY_BYTES } from '../storable-key.js';
+import { isStorableKey, MAX_KEY_BYTES } from '../storable-key.js';
 import { decodeValue, encodeError, encodeStorable, encodeValue } from './codec.js';
 import { refusedInput, type Database } from './database.js';
 import { Held, Leases } from './leases.js';
@@ -131,16 +145,8 @@ const PACE_RECHECK_MS = 10;
  */
 const NAMED_NOTIFY_LEAD_MS = 50;
 
-function assertId(name: string, value: unknown): asserts value is string {
-  if (typeof value !== 'string' || value.length === 0) throw new InvalidArgumentError(name, 'a non-empty string', value);
-}
-
 /** The longest id, job id, namespace or type, in UTF-8 bytes: the keys' rule (`storable-key.ts`) of both backends. */
 export { MAX_KEY_BYTES };
-
-function assertToken(value: unknown): asserts value is string {
-  if (typeof value !== 'string') throw new InvalidArgumentError('token', 'a string', value);
-}
 
 /**
  * A token as a statement can carry it. Tokens are the broker's own UUIDs; one that `text` cannot hold (a NUL, a lone
@@ -152,34 +158,6 @@ function sqlToken(token: string): string {
 }
 /** Never a delivery's token (those are UUIDs), and not empty (which `remove` reads as "no token"). */
 const NO_SUCH_TOKEN = '-';
-
-function assertTypes(types: unknown): asserts types is readonly string[] {
-  if (!Array.isArray(types) || types.length === 0) throw new InvalidArgumentError('types', 'a non-empty array of scheduler types', types);
-  for (let i = 0; i < types.length; i++) {
-    // A type is a key (an enqueue refuses any other): one that a statement cannot carry would fail every fetch of
-    // this process, for every dequeue waiting with it.
-    assertKey(`types[${i}]`, types[i], InvalidArgumentError);
-  }
-}
-
-function assertAckResult(result: unknown): asserts result is AckResult | undefined {
-  if (result === undefined) return;
-  if (result === null || typeof result !== 'object' || Array.isArray(result)) {
-    throw new InvalidArgumentError('result', 'an object { value?, index?, attempts? } or undefined', result);
-  }
-  const r = result as Record<string, unknown>;
-  for (const key of Object.keys(r)) {
-    if (key !== 'value' && key !== 'index' && key !== 'attempts') {
-      throw new InvalidArgumentError(`result.${key}`, 'no such field (an ack result has value, index, attempts)', r[key]);
-    }
-  }
-  if (r['index'] !== undefined && (!Number.isSafeInteger(r['index']) || (r['index'] as number) < 0)) {
-    throw new InvalidArgumentError('result.index', 'a state index (a safe integer >= 0) or undefined', r['index']);
-  }
-  if (r['attempts'] !== undefined && (!Number.isSafeInteger(r['attempts']) || (r['attempts'] as number) < 1)) {
-    throw new InvalidArgumentError('result.attempts', 'an integer >= 1 or undefined', r['attempts']);
-  }
-}
 
 function withCause<E extends Error>(error: E, cause: unknown): E {
   if (cause !== undefined) Object.defineProperty(error, 'cause', { value: cause, writable: true, configurable: true, enumerable: false });
@@ -484,7 +462,7 @@ export class PgBroker implements BrokerBackend {
 
   /** Never does I/O: a delivery exists here only for a dequeue that waits, so there is none to hand out now. */
   tryDequeue(types: readonly string[]): Delivery | undefined {
-    assertTypes(types);
+    assertKeyTypes(types);
     if (!this.#enabled) throw new BrokerDisabledError('tryDequeue');
     return undefined;
   }
@@ -496,7 +474,8 @@ export class PgBroker implements BrokerBackend {
   }
 
   dequeueMany(types: readonly string[], max: number, timeoutMs: number, signal?: AbortSignal): Promise<Delivery[]> {
-    if (!Number.isSafeInteger(max) || max < 1) return Promise.reject(new InvalidArgumentError('max', 'an integer >= 1', max));
+    const refusal = maxRefusal(max);
+    if (refusal !== undefined) return Promise.reject(refusal);
     return this.#dequeueMany(types, max, timeoutMs, signal);
   }
 
@@ -508,13 +487,10 @@ export class PgBroker implements BrokerBackend {
   }
 
   dequeueWith(types: readonly string[], timeoutMs: number, signal: AbortSignal | undefined, callback: DequeueCallback): void {
-    if (typeof callback !== 'function') throw new InvalidArgumentError('callback', 'a function', callback);
+    assertCallback(callback);
     try {
-      assertTypes(types);
-      if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs < 0) {
-        throw new InvalidArgumentError('timeoutMs', 'a finite number of ms >= 0 (0 waits forever)', timeoutMs);
-      }
-      if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidArgumentError('signal', 'an AbortSignal or undefined', signal);
+      assertKeyTypes(types);
+      assertWait(timeoutMs, signal);
     } catch (error) {
       return this.#answer(callback, error as Error, undefined);
     }
@@ -1148,7 +1124,7 @@ export class PgBroker implements BrokerBackend {
   nack(id: string, token: string, reason?: Error): Promise<void> {
     assertId('id', id);
     assertToken(token);
-    if (reason !== undefined && !(reason instanceof Error)) throw new InvalidArgumentError('reason', 'an Error or undefined', reason);
+    assertOptionalReason(reason);
     if (!isStorableKey(id)) return Promise.reject(new EvalNotOutstandingError(id));
     const t = sqlToken(token);
     const nack = (): Promise<void> => this.#nack(id, t, reason, false);
@@ -1195,7 +1171,7 @@ export class PgBroker implements BrokerBackend {
   giveBack(id: string, token: string, reason?: Error): Promise<void> {
     assertId('id', id);
     assertToken(token);
-    if (reason !== undefined && !(reason instanceof Error)) throw new InvalidArgumentError('reason', 'an Error or undefined', reason);
+    assertOptionalReason(reason);
     if (!isStorableKey(id)) return Promise.reject(new EvalNotOutstandingError(id));
     const t = sqlToken(token);
     const giveBack = (): Promise<void> => this.#giveBackOne(id, t, reason);
@@ -1230,7 +1206,7 @@ export class PgBroker implements BrokerBackend {
   fail(id: string, token: string, reason: Error): Promise<void> {
     assertId('id', id);
     assertToken(token);
-    if (!(reason instanceof Error)) throw new InvalidArgumentError('reason', 'an Error', reason);
+    assertReason(reason);
     if (!isStorableKey(id)) return Promise.reject(new EvalNotOutstandingError(id));
     const t = sqlToken(token);
     const fail = (): Promise<void> => this.#fail(id, t, reason);
@@ -1253,7 +1229,7 @@ export class PgBroker implements BrokerBackend {
 
   remove(id: string, token?: string, cause?: unknown): Promise<boolean> {
     assertId('id', id);
-    if (token !== undefined && typeof token !== 'string') throw new InvalidArgumentError('token', 'a string or undefined', token);
+    assertOptionalToken(token);
     // No evaluation has an id that is not a key: there is nothing to remove.
     if (!isStorableKey(id)) return Promise.resolve(false);
     const t = token === undefined ? undefined : sqlToken(token);
@@ -1284,7 +1260,7 @@ export class PgBroker implements BrokerBackend {
   }
 
   rejectOutcomes(reason: (evaluation: Evaluation) => Error): void {
-    if (typeof reason !== 'function') throw new InvalidArgumentError('reason', 'a function (evaluation) => Error', reason);
+    assertOutcomeReason(reason);
     for (const handle of this.#outcomes.unsettled()) handle.abandoned(() => reason(handle.evaluation));
   }
 
@@ -1520,7 +1496,7 @@ export class PgBroker implements BrokerBackend {
   }
 
   setEnabled(enabled: boolean): Promise<Evaluation[]> {
-    if (typeof enabled !== 'boolean') throw new InvalidArgumentError('enabled', 'a boolean', enabled);
+    assertEnabled(enabled);
     return this.#setEnabled(enabled);
   }
 
