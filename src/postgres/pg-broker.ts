@@ -62,6 +62,7 @@ import { refusedInput, type Database } from './database.js';
 import { Held, Leases } from './leases.js';
 import type { Listener } from './listener.js';
 import type { SchemaNames } from './names.js';
+import { brokerQueries, type BrokerQueries } from './broker/queries.js';
 import { OutcomeWatch } from './outcome-watch.js';
 import { PgHandle } from './pg-handle.js';
 import { RoundTripPacer } from './round-trip-pacer.js';
@@ -180,6 +181,8 @@ export function refusalError(status: string, id: string, token: unknown): Error 
 export class PgBroker implements BrokerBackend {
   readonly #db: Database;
   readonly #names: SchemaNames;
+  /** The statements it sends, built for its schema. */
+  readonly #q: BrokerQueries;
   readonly #clock: Clock;
   readonly #logger: Logger;
   readonly #listener: Listener;
@@ -254,6 +257,7 @@ export class PgBroker implements BrokerBackend {
   constructor(options: PgBrokerOptions) {
     this.#db = options.db;
     this.#names = options.names;
+    this.#q = brokerQueries(options.names.S);
     this.#clock = options.clock;
     this.#logger = options.logger;
     this.#listener = options.listener;
@@ -396,8 +400,7 @@ export class PgBroker implements BrokerBackend {
     let rows: { id: string; admitted: 'new' | 'held'; state: string; due_in_ms: number | null }[];
     try {
       rows = await this.#db.query(
-        `SELECT * FROM ${this.#names.S}.enqueue($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::bigint[],
-           $7::bigint[], $8::float8[], $9::float8[], $10::bytea[], $11::jsonb[], $12::uuid)`,
+        this.#q.enqueue,
         [
           e.map((x) => x.id),
           e.map((x) => x.namespace ?? DEFAULT_NAMESPACE),
@@ -620,15 +623,11 @@ export class PgBroker implements BrokerBackend {
    * at its first extension, as any lease taken over elsewhere is.)
    */
   #giveBackMissedOffers(): Promise<unknown> {
-    const S = this.#names.S;
     return this.#track(
       // After a look in flight: what it takes is held by then, and stays.
       Promise.resolve(this.#looking)
         .then(() => this.#db.query(
-          `SELECT pg_notify($3, '') FROM (
-             SELECT bool_or(${S}.give_back(e.id, e.token)) AS ok FROM ${S}.evals e
-              WHERE e.state = 'unacked' AND e.holder = $1 AND NOT (e.token = ANY($2::text[]))) g
-            WHERE g.ok`,
+          this.#q.giveBackMissed,
           [this.#nodeId, this.#leases.all().map((h) => h.token), this.#names.channels.ready],
           'a give-back of missed offers',
         ))
@@ -657,7 +656,7 @@ export class PgBroker implements BrokerBackend {
     this.#track(
       this.#db
         .query(
-          `WITH unstand AS (DELETE FROM ${this.#names.S}.waiting_dequeues WHERE holder = $2) SELECT pg_notify($1, '')`,
+          this.#q.passOn,
           [this.#names.channels.ready, this.#nodeId],
           'a ready notification',
         )
@@ -805,10 +804,9 @@ export class PgBroker implements BrokerBackend {
   }
 
   async #fetchRows(types: readonly string[], max: number, stands: boolean): Promise<Held[]> {
-    const S = this.#names.S;
     const sentAt = this.#pacer.start();
     const rows = await this.#db.query<{ id: string; body: Buffer; queue: string; deliveries: number; token: string; priority: number; create_index: string; seq: string }>(
-      `SELECT * FROM ${S}.lease_ready($1::text[], $2::int, $3::float8, $4::uuid, $5::float8, $6::text)`,
+      this.#q.leaseReady,
       // Finding fewer than asked for records this process as waiting for these types until its next polls, unless
       // its threads have work ahead: an enqueue should name (or offer to) a process that can start the evaluation now.
       [types, max, this.#lease.nackTimeoutMs, this.#nodeId, stands ? 2 * this.#pollMs : 0, this.#offerChannel],
@@ -858,13 +856,10 @@ export class PgBroker implements BrokerBackend {
    * hears of something); with `unstand`, this process also stops standing as waiting, in the same statement.
    */
   #giveBackInSql(deliveries: readonly { readonly id: string; readonly token: string }[], unstand = false): Promise<unknown> {
-    const S = this.#names.S;
     const tokens = deliveries.map((d) => d.token);
     this.#unheard.givingBack(tokens);
     return this.#db.query(
-      `WITH back AS (SELECT bool_or(${S}.give_back(x.id, x.token)) AS ok FROM unnest($1::text[], $2::text[]) AS x(id, token))
-       ${unstand ? `, unstand AS (DELETE FROM ${S}.waiting_dequeues WHERE holder = $4)` : ''}
-       SELECT pg_notify($3, '') FROM back WHERE ok`,
+      unstand ? this.#q.giveBackAndUnstand : this.#q.giveBack,
       [deliveries.map((d) => d.id), tokens, this.#names.channels.ready, ...(unstand ? [this.#nodeId] : [])],
       'a give-back',
     ).finally(() => this.#unheard.gaveBack(tokens));
@@ -879,9 +874,7 @@ export class PgBroker implements BrokerBackend {
     const exclude = this.#unheard.begin(this.#leases.all().map((h) => h.token));
     const sentAt = this.#clock.now();
     const look = this.#db.query<{ id: string; body: Buffer; queue: string; deliveries: number; token: string; left_ms: number }>(
-      `SELECT id, body, queue, deliveries, token, extract(epoch FROM lease_until - clock_timestamp()) * 1000 AS left_ms
-         FROM ${this.#names.S}.evals
-        WHERE state = 'unacked' AND holder = $1 AND lease_until > clock_timestamp() AND NOT (token = ANY($2::text[]))`,
+      this.#q.unheardLeases,
       [this.#nodeId, exclude],
       'a look for unheard deliveries',
     );
@@ -1010,7 +1003,7 @@ export class PgBroker implements BrokerBackend {
     const sentAt = this.#pacer.start();
     try {
       rows = await this.#db.query(
-        `SELECT * FROM ${this.#names.S}.ack_many($1::text[], $2::text[], $3::bytea[], $4::bigint[], $5::int[], $6::text[], $7::text[], $8)`,
+        this.#q.ackMany,
         [
           batch.map((a) => a.held.id),
           batch.map((a) => a.held.token),
@@ -1060,7 +1053,7 @@ export class PgBroker implements BrokerBackend {
     let row: { status: string; deliveries: number | null; promoted: string | null; canceled: string[] | null };
     try {
       if (failed !== undefined) throw failed;
-      [row] = (await this.#db.query(`SELECT * FROM ${this.#names.S}.ack($1, $2, $3, $4, $5, $6)`, [id, token, value, index, attempts, this.#nodeId], 'an ack')) as [typeof row];
+      [row] = (await this.#db.query(this.#q.ack, [id, token, value, index, attempts, this.#nodeId], 'an ack')) as [typeof row];
     } catch (error) {
       // The connection broke with the ack on its way (it may have committed): re-read whether it landed, never ack twice.
       if (!(error instanceof BackendUnavailableError)) throw error;
@@ -1078,7 +1071,7 @@ export class PgBroker implements BrokerBackend {
   /** Whether an ack of (id, token) is in the database ('acked'), still to do ('unacked') or impossible (undefined). */
   async #landed(id: string, token: string): Promise<'acked' | 'unacked' | undefined> {
     const [row] = await this.#db.query<{ state: string; token: string | null }>(
-      `SELECT state, token FROM ${this.#names.S}.evals WHERE id = $1`,
+      this.#q.ackCheck,
       [id],
       'an ack check',
     );
@@ -1114,7 +1107,7 @@ export class PgBroker implements BrokerBackend {
 
   async #emitCancelable(ids: readonly string[]): Promise<void> {
     try {
-      const rows = await this.#db.query<{ body: Buffer }>(`SELECT body FROM ${this.#names.S}.evals WHERE id = ANY($1::text[])`, [ids]);
+      const rows = await this.#db.query<{ body: Buffer }>(this.#q.bodies, [ids]);
       this.#events.emit('broker:cancelable', { evaluations: rows.map((r) => decodeValue(r.body) as Evaluation) });
     } catch (error) {
       this.#logger.debug({ err: error }, 'could not read the superseded evaluations for broker:cancelable');
@@ -1134,7 +1127,7 @@ export class PgBroker implements BrokerBackend {
   async #nack(id: string, token: string, reason: Error | undefined, timedOut: boolean): Promise<void> {
     const l = this.#lease;
     const [row] = await this.#db.query<{ status: string; deliveries: number; failed: boolean; delay_ms: number; promoted: string | null }>(
-      `SELECT * FROM ${this.#names.S}.nack($1, $2, $3::jsonb, $4, $5, $6, $7, $8)`,
+      this.#q.nack,
       [id, token, reason === undefined ? null : JSON.stringify(encodeError(reason)), timedOut, l.deliveryLimit, l.initialNackDelayMs, l.subsequentNackDelayMs, this.#nodeId],
       'a nack',
     );
@@ -1183,13 +1176,8 @@ export class PgBroker implements BrokerBackend {
    * before the give-back, says why one did not take.
    */
   async #giveBackOne(id: string, token: string, reason: Error | undefined): Promise<void> {
-    const S = this.#names.S;
     const [row] = await this.#db.query<{ ok: boolean; refusal: string | null; deliveries: number | null; queue: string | null }>(
-      `WITH back AS (SELECT ${S}.give_back($1, $2) AS ok),
-            seen AS (SELECT ${S}.refusal(e, $2) AS refusal, e.deliveries, e.queue FROM ${S}.evals e WHERE e.id = $1),
-            told AS (SELECT pg_notify($3, '') FROM back WHERE back.ok)
-       SELECT back.ok, seen.refusal, seen.deliveries, seen.queue, (SELECT count(*) FROM told) AS notified
-         FROM back LEFT JOIN seen ON true`,
+      this.#q.giveBackOne,
       [id, token, this.#names.channels.ready],
       'a give-back',
     );
@@ -1215,7 +1203,7 @@ export class PgBroker implements BrokerBackend {
 
   async #fail(id: string, token: string, reason: Error): Promise<void> {
     const [row] = await this.#db.query<{ status: string; promoted: string | null }>(
-      `SELECT * FROM ${this.#names.S}.fail($1, $2, $3::jsonb, $4)`,
+      this.#q.fail,
       [id, token, JSON.stringify(encodeError(reason)), this.#nodeId],
       'a fail',
     );
@@ -1242,7 +1230,7 @@ export class PgBroker implements BrokerBackend {
 
   async #remove(id: string, token: string | undefined, cause: unknown): Promise<boolean> {
     const [row] = await this.#db.query<{ status: string; prior: EvaluationState | null; promoted: string | null }>(
-      `SELECT * FROM ${this.#names.S}.remove($1, $2, $3::jsonb, $4)`,
+      this.#q.remove,
       [id, token ?? null, cause === undefined ? null : JSON.stringify(encodeError(cause)), this.#nodeId],
       'a remove',
     );
@@ -1272,7 +1260,7 @@ export class PgBroker implements BrokerBackend {
     if (held !== undefined) return held.token;
     if (!isStorableKey(id)) return undefined;
     return this.#db
-      .query<{ token: string }>(`SELECT token FROM ${this.#names.S}.evals WHERE id = $1 AND state = 'unacked'`, [id], 'an outstanding look-up')
+      .query<{ token: string }>(this.#q.outstanding, [id], 'an outstanding look-up')
       .then((rows) => rows[0]?.token);
   }
 
@@ -1294,7 +1282,7 @@ export class PgBroker implements BrokerBackend {
 
   async #refusal(id: string, token: string): Promise<never> {
     const [row] = await this.#db.query<{ refusal: string | null }>(
-      `SELECT ${this.#names.S}.refusal(e, $2) AS refusal FROM ${this.#names.S}.evals e WHERE e.id = $1`,
+      this.#q.refusal,
       [id, token],
       'a token check',
     );
@@ -1411,14 +1399,9 @@ export class PgBroker implements BrokerBackend {
   // ───────────────────────────── state ─────────────────────────────
 
   async stats(): Promise<BrokerStats> {
-    const E = `${this.#names.S}.evals`;
     // State by state, so that each count reads its state's partial index rather than every row the table keeps.
     const rows = await this.#db.query<{ state: string; queue: string; n: number }>(
-      `SELECT 'ready' AS state, queue, count(*)::int AS n FROM ${E} WHERE state = 'ready' GROUP BY queue
-       UNION ALL SELECT 'unacked', queue, count(*)::int FROM ${E} WHERE state = 'unacked' GROUP BY queue
-       UNION ALL SELECT 'pending', '', count(*)::int FROM ${E} WHERE state = 'pending'
-       UNION ALL SELECT 'waiting', '', count(*)::int FROM ${E} WHERE state = 'waiting'
-       UNION ALL SELECT 'cancelable', '', count(*)::int FROM ${E} WHERE state = 'cancelable'`,
+      this.#q.stats,
       [],
       'broker stats',
     );
@@ -1471,7 +1454,7 @@ export class PgBroker implements BrokerBackend {
 
   async #inspect(id: string): Promise<EvaluationInfo | undefined> {
     const [row] = await this.#db.query<{ state: string; queue: string; deliveries: number; holds_slot: boolean }>(
-      `SELECT state, queue, deliveries, holds_slot FROM ${this.#names.S}.evals WHERE id = $1 AND state NOT IN ('acked', 'removed')`,
+      this.#q.inspect,
       [id],
       'an inspect',
     );
@@ -1560,7 +1543,7 @@ export class PgBroker implements BrokerBackend {
     // still out would stand it again: after that one.
     while (this.#fetching) await new Promise<void>((resolve) => setImmediate(resolve));
     await this.#db
-      .query(`DELETE FROM ${this.#names.S}.waiting_dequeues WHERE holder = $1`, [this.#nodeId], 'leaving')
+      .query(this.#q.unstand, [this.#nodeId], 'leaving')
       .catch((error: unknown) => this.#logger.warn({ err: error }, 'could not withdraw this process from the waiting dequeues'));
     // The DELETE waited for the enqueues that chose this process: what they offered is leased here, heard or not.
     await this.#giveBackMissedOffers();
