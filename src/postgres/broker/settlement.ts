@@ -32,10 +32,18 @@ export class Settlement {
     assertId('id', id);
     assertToken(token);
     assertOptionalReason(reason);
+    return this.#end(id, token, (t) => this.#nack(id, t, reason, false));
+  }
+
+  /**
+   * An end by (id, token) with checked arguments: `end` runs with the token as a statement carries it, and is tried
+   * until it lands when this process holds the delivery. No delivery has an id that is not a key.
+   */
+  #end(id: string, token: string, end: (token: string) => Promise<void>): Promise<void> {
     if (!isStorableKey(id)) return Promise.reject(new EvalNotOutstandingError(id));
     const t = sqlToken(token);
-    const nack = (): Promise<void> => this.#nack(id, t, reason, false);
-    return this.#parts.endings.ending(heldAs(this.#parts.leases, id, t), nack(), nack);
+    const again = (): Promise<void> => end(t);
+    return this.#parts.endings.ending(heldAs(this.#parts.leases, id, t), again(), again);
   }
 
   async #nack(id: string, token: string, reason: Error | undefined, timedOut: boolean): Promise<void> {
@@ -79,10 +87,7 @@ export class Settlement {
     assertId('id', id);
     assertToken(token);
     assertOptionalReason(reason);
-    if (!isStorableKey(id)) return Promise.reject(new EvalNotOutstandingError(id));
-    const t = sqlToken(token);
-    const giveBack = (): Promise<void> => this.#giveBackOne(id, t, reason);
-    return this.#parts.endings.ending(heldAs(this.#parts.leases, id, t), giveBack(), giveBack);
+    return this.#end(id, token, (t) => this.#giveBackOne(id, t, reason));
   }
 
   /**
@@ -110,10 +115,7 @@ export class Settlement {
     assertId('id', id);
     assertToken(token);
     assertReason(reason);
-    if (!isStorableKey(id)) return Promise.reject(new EvalNotOutstandingError(id));
-    const t = sqlToken(token);
-    const fail = (): Promise<void> => this.#fail(id, t, reason);
-    return this.#parts.endings.ending(heldAs(this.#parts.leases, id, t), fail(), fail);
+    return this.#end(id, token, (t) => this.#fail(id, t, reason));
   }
 
   async #fail(id: string, token: string, reason: Error): Promise<void> {
