@@ -13,6 +13,20 @@ import {
 import { TypedEmitter } from '../events.js';
 import { childLogger, type Logger } from '../observability/logger.js';
 import type { Registry } from '../observability/metrics.js';
+import {
+  assertAckResult,
+  assertCallback,
+  assertEnabled,
+  assertId,
+  assertOptionalReason,
+  assertOptionalToken,
+  assertOutcomeReason,
+  assertReason,
+  assertToken,
+  assertTypes,
+  assertWait,
+  maxRefusal,
+} from './arguments.js';
 import { Entry, EntryState, JobSlot, pendingBefore, ReadyQueue } from './broker-entry.js';
 import type { BrokerEvents } from './broker-events.js';
 import { brokerMetricsHub, type BrokerGaugeSnapshot, type BrokerMetricsHub } from './broker-metrics.js';
@@ -47,20 +61,6 @@ class Waiter implements DeadlineNode {
   }
 }
 
-function assertId(name: string, value: unknown): asserts value is string {
-  if (typeof value !== 'string' || value.length === 0) throw new InvalidArgumentError(name, 'a non-empty string', value);
-}
-
-function assertTypes(types: unknown): asserts types is readonly string[] {
-  if (!Array.isArray(types) || types.length === 0) {
-    throw new InvalidArgumentError('types', 'a non-empty array of scheduler types', types);
-  }
-  for (let i = 0; i < types.length; i++) {
-    const type: unknown = types[i];
-    if (typeof type !== 'string' || type.length === 0) throw new InvalidArgumentError(`types[${i}]`, 'a non-empty string', type);
-  }
-}
-
 /** Sets `cause` the way the Error constructor does (own, non-enumerable), for errors whose constructor takes none. */
 function withCause<E extends Error>(error: E, cause: unknown): E {
   if (cause !== undefined) Object.defineProperty(error, 'cause', { value: cause, writable: true, configurable: true, enumerable: false });
@@ -83,8 +83,6 @@ function stateOf(entry: Entry): EvaluationState {
   }
 }
 
-const ackResultKeys: ReadonlySet<string> = new Set(['value', 'index', 'attempts']);
-
 /** Empty job slots a broker may keep before it sweeps them (see `#vacate`): a few dozen KB when idle. */
 const SWEEP_FLOOR = 1024;
 
@@ -95,21 +93,6 @@ const SWEEP_FLOOR = 1024;
  * lookups by token) has to copy into one. Tokens fence deliveries; they are not secrets.
  */
 let brokerInstances = Math.floor(Math.random() * 36 ** 2);
-
-function assertAckResult(result: unknown): asserts result is AckResult {
-  if (result === null || typeof result !== 'object' || Array.isArray(result)) {
-    throw new InvalidArgumentError('result', 'an object { value?, index?, attempts? } or undefined', result);
-  }
-  const r = result as Record<string, unknown>;
-  for (const key in r) if (!ackResultKeys.has(key)) throw new InvalidArgumentError(`result.${key}`, 'no such field (an ack result has value, index, attempts)', r[key]);
-  const { index, attempts } = r;
-  if (index !== undefined && (!Number.isSafeInteger(index) || (index as number) < 0)) {
-    throw new InvalidArgumentError('result.index', 'a state index (a safe integer >= 0) or undefined', index);
-  }
-  if (attempts !== undefined && (!Number.isSafeInteger(attempts) || (attempts as number) < 1)) {
-    throw new InvalidArgumentError('result.attempts', 'an integer >= 1 or undefined', attempts);
-  }
-}
 
 /**
  * Nomad's evaluation broker on the main thread: at-least-once delivery of evaluations to scheduler workers, with
@@ -295,7 +278,8 @@ export class EvalBroker implements BrokerBackend {
    * else is ready across `types` at that moment, best first. Resolves with none on timeout; rejects as `dequeue`.
    */
   dequeueMany(types: readonly string[], max: number, timeoutMs: number, signal?: AbortSignal): Promise<Delivery[]> {
-    if (!Number.isSafeInteger(max) || max < 1) return Promise.reject(new InvalidArgumentError('max', 'an integer >= 1', max));
+    const refusal = maxRefusal(max);
+    if (refusal !== undefined) return Promise.reject(refusal);
     return new Promise<Delivery[]>((resolve, reject) => {
       this.dequeueWith(types, timeoutMs, signal, (error, first) => {
         if (error !== undefined) return reject(error);
@@ -322,13 +306,10 @@ export class EvalBroker implements BrokerBackend {
    * delivery it was given stays outstanding until acked or its nack deadline redelivers it.
    */
   dequeueWith(types: readonly string[], timeoutMs: number, signal: AbortSignal | undefined, callback: DequeueCallback): void {
-    if (typeof callback !== 'function') throw new InvalidArgumentError('callback', 'a function', callback);
+    assertCallback(callback);
     try {
       assertTypes(types);
-      if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs < 0) {
-        throw new InvalidArgumentError('timeoutMs', 'a finite number of ms >= 0 (0 waits forever)', timeoutMs);
-      }
-      if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidArgumentError('signal', 'an AbortSignal or undefined', signal);
+      assertWait(timeoutMs, signal);
     } catch (error) {
       return this.#answer(callback, error as Error, undefined);
     }
@@ -364,7 +345,7 @@ export class EvalBroker implements BrokerBackend {
    */
   ack(id: string, token: string, result?: AckResult): void {
     const entry = this.#outstanding(id, token);
-    if (result !== undefined) assertAckResult(result);
+    assertAckResult(result);
     const now = this.#clock.now();
     this.#endDelivery(entry, now);
     this.#evals.delete(entry.id);
@@ -386,7 +367,7 @@ export class EvalBroker implements BrokerBackend {
    */
   nack(id: string, token: string, reason?: Error): void {
     const entry = this.#outstanding(id, token);
-    if (reason !== undefined && !(reason instanceof Error)) throw new InvalidArgumentError('reason', 'an Error or undefined', reason);
+    assertOptionalReason(reason);
     this.#requeue(entry, reason, false);
     this.#serveWaiters();
   }
@@ -398,7 +379,7 @@ export class EvalBroker implements BrokerBackend {
    */
   giveBack(id: string, token: string, reason?: Error): void {
     const entry = this.#outstanding(id, token);
-    if (reason !== undefined && !(reason instanceof Error)) throw new InvalidArgumentError('reason', 'an Error or undefined', reason);
+    assertOptionalReason(reason);
     const now = this.#clock.now();
     const queue = entry.queue!;
     this.#endDelivery(entry, now);
@@ -417,7 +398,7 @@ export class EvalBroker implements BrokerBackend {
    */
   fail(id: string, token: string, reason: Error): void {
     const entry = this.#outstanding(id, token);
-    if (!(reason instanceof Error)) throw new InvalidArgumentError('reason', 'an Error', reason);
+    assertReason(reason);
     const now = this.#clock.now();
     this.#endDelivery(entry, now);
     entry.lastReason = reason;
@@ -436,7 +417,7 @@ export class EvalBroker implements BrokerBackend {
    */
   remove(id: string, token?: string, cause?: unknown): boolean {
     assertId('id', id);
-    if (token !== undefined && typeof token !== 'string') throw new InvalidArgumentError('token', 'a string or undefined', token);
+    assertOptionalToken(token);
     const entry = this.#evals.get(id);
     if (entry === undefined) return false;
     const now = this.#clock.now();
@@ -485,7 +466,7 @@ export class EvalBroker implements BrokerBackend {
    * calls it: nothing in this process will finish them.
    */
   rejectOutcomes(reason: (evaluation: Evaluation) => Error): void {
-    if (typeof reason !== 'function') throw new InvalidArgumentError('reason', 'a function (evaluation) => Error', reason);
+    assertOutcomeReason(reason);
     for (const entry of this.#evals.values()) {
       if (!entry.outcomeKnown) entry.rejectedWith(() => reason(entry.evaluation));
     }
@@ -563,7 +544,7 @@ export class EvalBroker implements BrokerBackend {
    * the caller, every token becomes invalid, and every waiting dequeue rejects with `BrokerDisabledError`.
    */
   setEnabled(enabled: boolean): Evaluation[] {
-    if (typeof enabled !== 'boolean') throw new InvalidArgumentError('enabled', 'a boolean', enabled);
+    assertEnabled(enabled);
     if (enabled === this.#enabled) return [];
     this.#enabled = enabled;
     const flushed = enabled ? [] : this.#flush();
@@ -821,7 +802,7 @@ export class EvalBroker implements BrokerBackend {
   /** The entry of a current delivery, or the typed error Nomad's broker would return. */
   #outstanding(id: string, token: string): Entry {
     assertId('id', id);
-    if (typeof token !== 'string') throw new InvalidArgumentError('token', 'a string', token);
+    assertToken(token);
     const entry = this.#evals.get(id);
     if (entry === undefined) throw new EvalNotOutstandingError(id);
     if (entry.state !== EntryState.Unacked || entry.token !== token) {

@@ -13,7 +13,7 @@ import { Listener } from './listener.js';
 import { migrate } from './migrate.js';
 import { schemaNames, type SchemaNames } from './names.js';
 import { resolvePostgresOptions, type PostgresBackendOptions, type ResolvedPostgresOptions } from './options.js';
-import { PgBroker } from './pg-broker.js';
+import { PgBroker } from './broker/pg-broker.js';
 import { PgPlans } from './pg-plans.js';
 import { PgState } from './pg-state.js';
 import { Reaper } from './reaper.js';

@@ -25,7 +25,8 @@ import type { TablesVersion } from '../state/versioned-tables.js';
 import { decodeValue, encodeStorable, encodeValue } from './codec.js';
 import { isAmbiguous, refusedInput, type Database, type Session } from './database.js';
 import type { SchemaNames } from './names.js';
-import { refusalError, type PgBroker } from './pg-broker.js';
+import type { PgBroker } from './broker/pg-broker.js';
+import { refusalError } from './broker/refusals.js';
 import { CATCH_UP_ROWS, type PgState, type WriteOp } from './pg-state.js';
 
 /** How long the check of a cut-off commit waits for that transaction to end on the server. */

@@ -9,7 +9,7 @@ import type { Clock, TimerHandle } from '../clock.js';
 import type { Logger } from '../observability/logger.js';
 import type { Database } from './database.js';
 import type { SchemaNames } from './names.js';
-import type { LeaseSettings } from './pg-broker.js';
+import type { LeaseSettings } from './broker/lease-settings.js';
 
 export interface ReaperEvents {
   /** A lease ran out and was ended by this pass; `holder` is the process that held it. */

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { BrokerEvents } from '../../src/broker/broker-events.js';
 import { NackTimeoutReachedError } from '../../src/errors.js';
-import type { PgBroker } from '../../src/postgres/pg-broker.js';
+import type { PgBroker } from '../../src/postgres/broker/pg-broker.js';
 import { openBackend } from './backend-harness.js';
 import { adminPool, dropSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
 

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
-import { MAX_KEY_BYTES } from '../../src/postgres/pg-broker.js';
+import { MAX_KEY_BYTES } from '../../src/postgres/broker/pg-broker.js';
 import { openBackend } from './backend-harness.js';
 import { adminPool, dropSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from './helpers.js';
 

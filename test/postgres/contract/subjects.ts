@@ -10,7 +10,7 @@ import { Registry } from 'prom-client';
 import type { Backend, BackendContext } from '../../../src/backend/backend.js';
 import { memoryBackend } from '../../../src/memory/memory-backend.js';
 import { ManualClock } from '../../../src/clock.js';
-import type { PgBroker } from '../../../src/postgres/pg-broker.js';
+import type { PgBroker } from '../../../src/postgres/broker/pg-broker.js';
 import { postgresBackend } from '../../../src/postgres/backend.js';
 import type { EvaluatePlan } from '../../../src/state/types.js';
 import { adminPool, databaseUrl, dropSchema, schemaName, skipWithoutDatabase } from '../helpers.js';

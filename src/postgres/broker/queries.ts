@@ -1,0 +1,92 @@
+/**
+ * Every SQL text the PostgreSQL broker sends, built once per schema from its quoted name (`SchemaNames.S`), never
+ * from input: what varies goes as parameters. Each text is named after what it does; the rules it relies on (the
+ * job's lock, the token check, promotion, dead-lettering) live in the schema's functions it calls.
+ */
+
+export interface BrokerQueries {
+  /** Admits a batch of evaluations (one array per column), from origin `$12`; a row per evaluation. */
+  readonly enqueue: string;
+  /** Leases up to `$2` ready evaluations of types `$1` to holder `$4`; too few found, the holder stands as waiting. */
+  readonly leaseReady: string;
+  /** Gives back deliveries `($1, $2)` uncharged, notifying `$3` when any went back. */
+  readonly giveBack: string;
+  /** `giveBack`, and holder `$4` stops standing as waiting, in the same statement. */
+  readonly giveBackAndUnstand: string;
+  /** Gives back every delivery of holder `$1` whose token is not among `$2`, notifying `$3` when any went back. */
+  readonly giveBackMissed: string;
+  /** One delivery `($1, $2)` back, uncharged, with the refusal as the statement's snapshot saw it; notifies `$3`. */
+  readonly giveBackOne: string;
+  /** The live deliveries of holder `$1` whose token is not among `$2`, with the lease's time left. */
+  readonly unheardLeases: string;
+  /** Holder `$2` stops standing as waiting, and `$1` is notified for everyone. */
+  readonly passOn: string;
+  /** Holder `$1` stops standing as waiting. */
+  readonly unstand: string;
+  /** Acks a batch of deliveries of holder `$8`, their jobs given (one array per column). */
+  readonly ackMany: string;
+  /** Acks one delivery. */
+  readonly ack: string;
+  /** An evaluation's state and current token (whether an ack that was not answered landed). */
+  readonly ackCheck: string;
+  /** The bodies of evaluations `$1`. */
+  readonly bodies: string;
+  /** Nacks one delivery with the broker's delivery limit and delays. */
+  readonly nack: string;
+  /** Fails one delivery. */
+  readonly fail: string;
+  /** Removes one evaluation, with the token of its delivery when it is in flight. */
+  readonly remove: string;
+  /** The token of evaluation `$1`'s current delivery, if it is in flight. */
+  readonly outstanding: string;
+  /** Why token `$2` is not evaluation `$1`'s current delivery. */
+  readonly refusal: string;
+  /** Counts by state (and by queue for the queued ones), each from its state's partial index. */
+  readonly stats: string;
+  /** Where evaluation `$1` is, unless it is over. */
+  readonly inspect: string;
+}
+
+export function brokerQueries(S: string): BrokerQueries {
+  const E = `${S}.evals`;
+  const giveBack = (unstand: boolean): string =>
+    `WITH back AS (SELECT bool_or(${S}.give_back(x.id, x.token)) AS ok FROM unnest($1::text[], $2::text[]) AS x(id, token))
+       ${unstand ? `, unstand AS (DELETE FROM ${S}.waiting_dequeues WHERE holder = $4)` : ''}
+       SELECT pg_notify($3, '') FROM back WHERE ok`;
+  return {
+    enqueue: `SELECT * FROM ${S}.enqueue($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::bigint[],
+           $7::bigint[], $8::float8[], $9::float8[], $10::bytea[], $11::jsonb[], $12::uuid)`,
+    leaseReady: `SELECT * FROM ${S}.lease_ready($1::text[], $2::int, $3::float8, $4::uuid, $5::float8, $6::text)`,
+    giveBack: giveBack(false),
+    giveBackAndUnstand: giveBack(true),
+    giveBackMissed: `SELECT pg_notify($3, '') FROM (
+             SELECT bool_or(${S}.give_back(e.id, e.token)) AS ok FROM ${S}.evals e
+              WHERE e.state = 'unacked' AND e.holder = $1 AND NOT (e.token = ANY($2::text[]))) g
+            WHERE g.ok`,
+    giveBackOne: `WITH back AS (SELECT ${S}.give_back($1, $2) AS ok),
+            seen AS (SELECT ${S}.refusal(e, $2) AS refusal, e.deliveries, e.queue FROM ${S}.evals e WHERE e.id = $1),
+            told AS (SELECT pg_notify($3, '') FROM back WHERE back.ok)
+       SELECT back.ok, seen.refusal, seen.deliveries, seen.queue, (SELECT count(*) FROM told) AS notified
+         FROM back LEFT JOIN seen ON true`,
+    unheardLeases: `SELECT id, body, queue, deliveries, token, extract(epoch FROM lease_until - clock_timestamp()) * 1000 AS left_ms
+         FROM ${E}
+        WHERE state = 'unacked' AND holder = $1 AND lease_until > clock_timestamp() AND NOT (token = ANY($2::text[]))`,
+    passOn: `WITH unstand AS (DELETE FROM ${S}.waiting_dequeues WHERE holder = $2) SELECT pg_notify($1, '')`,
+    unstand: `DELETE FROM ${S}.waiting_dequeues WHERE holder = $1`,
+    ackMany: `SELECT * FROM ${S}.ack_many($1::text[], $2::text[], $3::bytea[], $4::bigint[], $5::int[], $6::text[], $7::text[], $8)`,
+    ack: `SELECT * FROM ${S}.ack($1, $2, $3, $4, $5, $6)`,
+    ackCheck: `SELECT state, token FROM ${E} WHERE id = $1`,
+    bodies: `SELECT body FROM ${E} WHERE id = ANY($1::text[])`,
+    nack: `SELECT * FROM ${S}.nack($1, $2, $3::jsonb, $4, $5, $6, $7, $8)`,
+    fail: `SELECT * FROM ${S}.fail($1, $2, $3::jsonb, $4)`,
+    remove: `SELECT * FROM ${S}.remove($1, $2, $3::jsonb, $4)`,
+    outstanding: `SELECT token FROM ${E} WHERE id = $1 AND state = 'unacked'`,
+    refusal: `SELECT ${S}.refusal(e, $2) AS refusal FROM ${E} e WHERE e.id = $1`,
+    stats: `SELECT 'ready' AS state, queue, count(*)::int AS n FROM ${E} WHERE state = 'ready' GROUP BY queue
+       UNION ALL SELECT 'unacked', queue, count(*)::int FROM ${E} WHERE state = 'unacked' GROUP BY queue
+       UNION ALL SELECT 'pending', '', count(*)::int FROM ${E} WHERE state = 'pending'
+       UNION ALL SELECT 'waiting', '', count(*)::int FROM ${E} WHERE state = 'waiting'
+       UNION ALL SELECT 'cancelable', '', count(*)::int FROM ${E} WHERE state = 'cancelable'`,
+    inspect: `SELECT state, queue, deliveries, holds_slot FROM ${E} WHERE id = $1 AND state NOT IN ('acked', 'removed')`,
+  };
+}
