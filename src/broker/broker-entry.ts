@@ -1,3 +1,4 @@
+import type { DeliveryRecord, ErrorView } from './admin-types.js';
 import type { QueueLatencies } from './broker-metrics.js';
 import type { DeadlineNode } from './deadline-queue.js';
 import { DEFAULT_NAMESPACE, FAILED_QUEUE, type Evaluation } from './evaluation.js';
@@ -28,6 +29,15 @@ export const EntryState = {
   Gone: 6,
 } as const;
 export type EntryStateValue = (typeof EntryState)[keyof typeof EntryState];
+
+/** A delivery as the broker records it: its end is filled in when it ends. */
+export interface RecordedDelivery {
+  readonly startedAt: number;
+  endedAt: number | undefined;
+  end: DeliveryRecord['end'];
+  error: ErrorView | undefined;
+  readonly process: string;
+}
 
 /** The broker's record of one evaluation, its outcome included (`OutcomeRecord`). */
 export class Entry extends OutcomeRecord implements HeapNode, DeadlineNode {
@@ -69,6 +79,8 @@ export class Entry extends OutcomeRecord implements HeapNode, DeadlineNode {
   lastReason: Error | undefined = undefined;
   /** Why it is in `_failed`. */
   failure: Error | undefined = undefined;
+  /** Its most recent deliveries (at most `HISTORY_LIMIT`), made at its first. */
+  history: RecordedDelivery[] | undefined = undefined;
 
   constructor(evaluation: Evaluation, seq: number) {
     super(evaluation.id);
@@ -106,6 +118,8 @@ export class ReadyQueue {
   readonly failed: boolean;
   readonly line = new ReadyLine<Entry>(readyBefore);
   unacked = 0;
+  /** Paused by an operator: dequeues do not take from it (what is in flight goes on). */
+  paused = false;
   readonly latencies: QueueLatencies;
 
   constructor(name: string, latencies: QueueLatencies) {

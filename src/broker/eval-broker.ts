@@ -27,6 +27,9 @@ import {
   assertWait,
   maxRefusal,
 } from './arguments.js';
+import { hostname } from 'node:os';
+import { errorView, type BrokerAdmin, type DeliveryRecord, type EvaluationDetail, type EvaluationPage, type EvaluationQuery } from './admin-types.js';
+import { checkQuery, detailOf, HISTORY_LIMIT, pageOf, parseMemoryCursor } from './admin-views.js';
 import { Entry, EntryState, JobSlot, pendingBefore, ReadyQueue } from './broker-entry.js';
 import type { BrokerEvents } from './broker-events.js';
 import { brokerMetricsHub, type BrokerGaugeSnapshot, type BrokerMetricsHub } from './broker-metrics.js';
@@ -83,6 +86,9 @@ function stateOf(entry: Entry): EvaluationState {
   }
 }
 
+/** Where this broker's deliveries run, as the admin API names a process. */
+const THIS_PROCESS = `${hostname()}/${process.pid}`;
+
 /** Empty job slots a broker may keep before it sweeps them (see `#vacate`): a few dozen KB when idle. */
 const SWEEP_FLOOR = 1024;
 
@@ -111,7 +117,7 @@ let brokerInstances = Math.floor(Math.random() * 36 ** 2);
  * and `extendNackDeadline` run synchronously inside broker calls. The in-memory `BrokerBackend`: every method
  * answers synchronously.
  */
-export class EvalBroker implements BrokerBackend {
+export class EvalBroker implements BrokerBackend, BrokerAdmin {
   readonly #options: ResolvedEvalBrokerOptions;
   readonly #clock: Clock;
   readonly #logger: Logger;
@@ -347,7 +353,7 @@ export class EvalBroker implements BrokerBackend {
     const entry = this.#outstanding(id, token);
     assertAckResult(result);
     const now = this.#clock.now();
-    this.#endDelivery(entry, now);
+    this.#endDelivery(entry, now, 'acked');
     this.#evals.delete(entry.id);
     entry.state = EntryState.Gone;
     entry.queue = undefined;
@@ -382,7 +388,7 @@ export class EvalBroker implements BrokerBackend {
     assertOptionalReason(reason);
     const now = this.#clock.now();
     const queue = entry.queue!;
-    this.#endDelivery(entry, now);
+    this.#endDelivery(entry, now, 'given-back', reason);
     if (!queue.failed) entry.deliveries--;
     this.#makeReady(entry, queue, now);
     if (this.#logger.isLevelEnabled('debug')) this.#logger.debug({ evalId: entry.id, deliveries: entry.deliveries }, 'eval given back');
@@ -400,7 +406,7 @@ export class EvalBroker implements BrokerBackend {
     const entry = this.#outstanding(id, token);
     assertReason(reason);
     const now = this.#clock.now();
-    this.#endDelivery(entry, now);
+    this.#endDelivery(entry, now, 'failed', reason);
     entry.lastReason = reason;
     const canceled = this.#toFailed(entry, reason, now);
     if (canceled !== undefined) this.#emitCancelable(canceled);
@@ -424,7 +430,7 @@ export class EvalBroker implements BrokerBackend {
     const state = stateOf(entry);
     if (token !== undefined && token !== '') {
       this.#outstanding(id, token);
-      this.#endDelivery(entry, now);
+      this.#endDelivery(entry, now, 'removed');
     } else if (entry.state === EntryState.Unacked) {
       throw new TokenMismatchError(id, token);
     }
@@ -597,6 +603,72 @@ export class EvalBroker implements BrokerBackend {
     return { state: stateOf(entry), queue: entry.queue?.name, deliveries: entry.deliveries, holdsJobSlot: entry.holdsSlot };
   }
 
+  // ───────────────────────────── admin ─────────────────────────────
+
+  /** A page of the evaluations in one state, in enqueue order (see `BrokerAdmin`). */
+  listEvaluations(query: EvaluationQuery): EvaluationPage {
+    return pageOf(this.#evals.values(), checkQuery(query, parseMemoryCursor));
+  }
+
+  evaluationDetail(id: string): EvaluationDetail | undefined {
+    assertId('id', id);
+    const entry = this.#evals.get(id);
+    return entry === undefined ? undefined : detailOf(entry);
+  }
+
+  /**
+   * A failed evaluation that is not in flight goes back to its type's queue as if new: no deliveries counted, its
+   * failure cleared, its job's slot asked for again (pending behind the holder, if the job has one). `done` read
+   * from now on settles with its new outcome. False when the id is not such an evaluation.
+   */
+  replay(id: string): boolean {
+    assertId('id', id);
+    if (!this.#enabled) throw new BrokerDisabledError('replay');
+    const entry = this.#evals.get(id);
+    if (entry === undefined || entry.state !== EntryState.Ready || entry.queue?.failed !== true) return false;
+    entry.queue.line.remove(entry);
+    this.#totalFailed--;
+    entry.queue = undefined;
+    entry.deliveries = 0;
+    entry.failure = undefined;
+    entry.reopen();
+    this.#admit(entry, this.#clock.now());
+    if (this.#logger.isLevelEnabled('info')) this.#logger.info({ evalId: id, type: entry.type }, 'failed eval replayed');
+    this.#serveWaiters();
+    return true;
+  }
+
+  /** Ids of the failed evaluations of `type` that are not in flight, oldest first, up to `limit`. */
+  failedIds(type: string, limit: number): string[] {
+    assertId('type', type);
+    if (!Number.isSafeInteger(limit) || limit < 1) throw new InvalidArgumentError('limit', 'an integer >= 1', limit);
+    const ids: string[] = [];
+    for (const entry of this.#evals.values()) {
+      if (ids.length === limit) break;
+      if (entry.type === type && entry.state === EntryState.Ready && entry.queue?.failed === true) ids.push(entry.id);
+    }
+    return ids;
+  }
+
+  /** Dequeues stop taking `type` (an unknown type is paused for when it comes); deliveries in flight go on. */
+  pauseType(type: string): void {
+    assertId('type', type);
+    this.#queue(type).paused = true;
+  }
+
+  resumeType(type: string): void {
+    assertId('type', type);
+    const queue = this.#queues.get(type);
+    if (queue === undefined || !queue.paused) return;
+    queue.paused = false;
+    this.#readyAdded = true;
+    this.#serveWaiters();
+  }
+
+  pausedTypes(): string[] {
+    return [...this.#queues.values()].filter((q) => q.paused).map((q) => q.name);
+  }
+
   /** Number of dequeues currently waiting. */
   get waitingDequeues(): number {
     return this.#waiters.size;
@@ -728,7 +800,7 @@ export class EvalBroker implements BrokerBackend {
     const tied = this.#ties;
     for (let i = 0; i < types.length; i++) {
       const queue = this.#queues.get(types[i]!);
-      if (queue === undefined) continue;
+      if (queue === undefined || queue.paused) continue;
       // Compare the queue heads: the head is the queue's next evaluation (Nomad's Peek read the last slot instead).
       const head = queue.line.peek();
       if (head === undefined) continue;
@@ -778,6 +850,9 @@ export class EvalBroker implements BrokerBackend {
     entry.nackPaused = false;
     entry.dequeuedAt = now;
     entry.token = this.#tokenPrefix + (++this.#tokenCounter).toString(36);
+    const history = (entry.history ??= []);
+    if (history.length === HISTORY_LIMIT) history.shift();
+    history.push({ startedAt: now, endedAt: undefined, end: undefined, error: undefined, process: THIS_PROCESS });
     return entry;
   }
 
@@ -813,8 +888,15 @@ export class EvalBroker implements BrokerBackend {
     return entry;
   }
 
-  /** Bookkeeping shared by ack, nack, fail and timeout: the delivery is over. */
-  #endDelivery(entry: Entry, now: number): void {
+  /** Bookkeeping shared by ack, nack, fail and timeout: the delivery is over, and its record says how. */
+  #endDelivery(entry: Entry, now: number, end: DeliveryRecord['end'], reason?: Error): void {
+    const history = entry.history;
+    const last = history?.[history.length - 1];
+    if (last !== undefined && last.endedAt === undefined) {
+      last.endedAt = now;
+      last.end = end;
+      last.error = errorView(reason);
+    }
     this.#deadlines.cancel(entry);
     const queue = entry.queue!;
     queue.unacked--;
@@ -830,7 +912,7 @@ export class EvalBroker implements BrokerBackend {
     const now = this.#clock.now();
     const queue = entry.queue!;
     const token = entry.token;
-    this.#endDelivery(entry, now);
+    this.#endDelivery(entry, now, timedOut ? 'timed-out' : 'nacked', reason);
     if (reason !== undefined) entry.lastReason = reason;
     this.#metrics.nacks.inc({ type: queue.name });
     if (timedOut) this.#metrics.nackTimeouts.inc({ type: queue.name });

@@ -128,6 +128,15 @@ export abstract class OutcomeRecord {
     this.#reject(error);
   }
 
+  /**
+   * The evaluation runs again (a failed one replayed): its outcome is unknown once more, and `done` read from now
+   * on settles with the new one. A `done` read before has settled with the old outcome and keeps it.
+   */
+  reopen(): void {
+    this.#outcome = undefined;
+    this.#waiter = undefined;
+  }
+
   /** Rejects with the error `make` returns, made only if someone reads `done` (now or later). */
   rejectedWith(make: () => Error): void {
     this.#reject(make);

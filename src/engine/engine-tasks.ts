@@ -12,7 +12,7 @@ import type { LocalTaskBackend, SharedTaskBackend, TaskBackend } from '../backen
 import type { ResolvedBackoffOptions } from '../backoff.js';
 import type { Clock } from '../clock.js';
 import type { TypedEmitter } from '../events.js';
-import { RunCanceledError, TaskNotFoundError } from '../errors.js';
+import { InvalidStateError, RunCanceledError, TaskNotFoundError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Registry } from '../observability/metrics.js';
 import type { ThreadPool } from '../pool/thread-pool.js';
@@ -58,6 +58,8 @@ export function taskSchedulerOf(tasks: EngineTasks<TaskBackend>): TaskScheduler 
 export class EngineTasks<T extends TaskBackend = MemoryTaskStore> {
   readonly #scheduler: TaskScheduler;
   readonly #store: T;
+  /** Tasks disabled here: released by the scheduler, their definitions kept for `enable`. */
+  readonly #disabled = new Map<string, Task>();
   /** The task store: what `add` stored, with each task's progress. */
   readonly desiredState: T['desiredState'];
   /** Every run's history (in memory: `runLog.runs(taskId)`). */
@@ -152,6 +154,10 @@ export class EngineTasks<T extends TaskBackend = MemoryTaskStore> {
         if (!found) throw new TaskNotFoundError(taskId);
       });
     }
+    if (this.#disabled.delete(taskId)) {
+      const deleted = store.deleteTask(taskId);
+      return isPromiseLike(deleted) ? Promise.resolve(deleted).then(() => undefined) : Promise.resolve();
+    }
     const stopped = this.#scheduler.releaseTask(taskId);
     const deleted = store.deleteTask(taskId);
     this.#scheduler.rejectForcedRuns((run) => new RunCanceledError(run.taskId, run.runId), taskId);
@@ -171,6 +177,35 @@ export class EngineTasks<T extends TaskBackend = MemoryTaskStore> {
   /** Runs a logged run's scheduled time again as a manual run (with its `done`); `RunNotFoundError` if unknown. */
   retryRun(taskId: string, runId: string): Promise<ForcedRun> {
     return this.#scheduler.retryRun(taskId, runId);
+  }
+
+  /**
+   * Stops the task creating runs and keeps its definition and progress (runs in flight finish); resolves once they
+   * have stopped. `TaskNotFoundError` when no such task runs here. Only a local store: a shared one rejects with
+   * `InvalidStateError`.
+   */
+  disable(taskId: string): Promise<void> {
+    if ((this.#store as TaskBackend).shared === true) return Promise.reject(new InvalidStateError('Expected a local task store to disable a task, but this one is shared'));
+    const task = this.#scheduler.claimedTask(taskId);
+    if (task === undefined) return this.#disabled.has(taskId) ? Promise.resolve() : Promise.reject(new TaskNotFoundError(taskId));
+    this.#disabled.set(taskId, task);
+    return this.#scheduler.releaseTask(taskId, { cancel: false });
+  }
+
+  /** Schedules a disabled task again, from now on (the times it was disabled do not run). */
+  enable(taskId: string): void {
+    const task = this.#disabled.get(taskId);
+    if (task === undefined) {
+      if (this.#scheduler.claimedTask(taskId) !== undefined) return;
+      throw new TaskNotFoundError(taskId);
+    }
+    this.#scheduler.claimTask(task, { latestCompleted: this.#scheduler.now() });
+    this.#disabled.delete(taskId);
+  }
+
+  /** The disabled tasks' definitions. */
+  disabledTasks(): Task[] {
+    return [...this.#disabled.values()];
   }
 
   stats(): TaskSchedulerStats {

@@ -14,6 +14,7 @@ import { TypedEmitter } from '../events.js';
 import { resolveEngineOptions, type EngineOptions, type EngineOptionsOn, type ResolvedEngineOptions } from './options.js';
 import type { ThreadPool } from '../pool/thread-pool.js';
 import { SlotTable } from '../slots/slot-table.js';
+import { EngineAdmin } from './engine-admin.js';
 import { EngineTasks, taskSchedulerOf } from './engine-tasks.js';
 import { isPromiseLike } from '../tasks/maybe-promise.js';
 import type { TaskScheduler } from '../tasks/task-scheduler.js';
@@ -39,6 +40,8 @@ export class Engine<B extends Backend = MemoryBackend> {
   /** The task scheduler (InfluxDB-style), running task handlers on the same pool as evaluations. */
   readonly tasks: EngineTasks<B['tasks']>;
   readonly events: TypedEmitter<EngineEvents>;
+  /** What an operator sees and steers: evaluations by state, replay and discard, paused types, tasks, threads. */
+  readonly admin: EngineAdmin;
   readonly #backend: B;
   /** The scheduler `tasks` composes: its lifecycle is the engine's. */
   readonly #taskScheduler: TaskScheduler;
@@ -75,6 +78,14 @@ export class Engine<B extends Backend = MemoryBackend> {
       cancelGraceMs: o.cancelGraceMs,
     });
     this.#taskScheduler = taskSchedulerOf(this.tasks);
+    this.admin = new EngineAdmin({
+      broker: this.broker,
+      tasks: this.tasks,
+      scheduler: this.#taskScheduler,
+      pool: this.#pool,
+      logger,
+      cancelEvaluation: (id) => this.cancel(id),
+    });
     const abortLost = (id: string, cause: unknown): void => this.#abort(id, cause);
     this.#workers.serve(this.broker, o.workers, workerFactory(o, { backend, pool: this.#pool, slots: this.slots }, abortLost));
   }

@@ -9,6 +9,9 @@ import type { ModuleRef } from '../protocol/messages.js';
 import type { SlotTable } from '../slots/slot-table.js';
 import type { ChangeFeed } from '../backend/state-backend.js';
 
+/** Priority of a task run's item in the work queue: a default evaluation's. */
+export const TASK_RUN_PRIORITY = 50;
+
 export interface ResourceLimits {
   readonly maxOldGenerationSizeMb?: number;
   readonly maxYoungGenerationSizeMb?: number;
@@ -71,4 +74,20 @@ export interface ThreadPoolStats {
   readonly doorbells: number;
   /** Each live thread: `ready` once main has its ready message (a thread may park before main reads it). */
   readonly perThread: ReadonlyArray<{ readonly index: number; readonly ready: boolean; readonly parked: boolean; readonly appliedIndex: number }>;
+}
+
+/** What one thread runs now, as the admin API shows it. */
+export interface RunningItem {
+  readonly threadIndex: number;
+  readonly kind: 'eval' | 'run';
+  /** The evaluation's id, or the task run's id. */
+  readonly id: string;
+  /** The evaluation's type, or the task's id. */
+  readonly name: string;
+  /** When it started, on the pool's clock. */
+  readonly startedAt: number | undefined;
+  /** What the pool predicts it takes, ms (the type's or handler's recent mean). */
+  readonly predictedMs: number;
+  readonly slot: number;
+  readonly generation: number;
 }

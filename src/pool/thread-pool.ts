@@ -44,17 +44,15 @@ import { CANCELED, outcomeOf, type Outcome, type StartObserver } from './outcome
 import { Place, PendingItem } from './pending-item.js';
 import { threadsFreeWithin } from './free-threads.js';
 import { fateOf } from './item-fate.js';
+import { runningItems } from './running-items.js';
 import { PinnedItems } from './pinned-items.js';
-import type { ThreadPoolOptions, ThreadPoolStats } from './pool-types.js';
+import { TASK_RUN_PRIORITY, type RunningItem, type ThreadPoolOptions, type ThreadPoolStats } from './pool-types.js';
 import { QueueLedger } from './queue-ledger.js';
 import { ChannelState, type ChannelStateValue } from './thread-channel.js';
 import { ThreadSupervisor, type Channel } from './thread-supervisor.js';
 
 // The types of `dispatch()`'s answer, for the modules that dispatch through the pool.
 export type { Outcome, StartObserver };
-
-/** Priority of a task run's item in the work queue: a default evaluation's. */
-export const TASK_RUN_PRIORITY = 50;
 
 export class ThreadPool {
   readonly #options: ThreadPoolOptions;
@@ -250,6 +248,12 @@ export class ThreadPool {
     this.#sync();
     const counts = { ready: this.#threads.ready(), unstarted: this.#ledger.unstarted, maxThreads: this.#options.maxThreads };
     return threadsFreeWithin(this.#running, counts, horizonMs, this.#monotonicNow());
+  }
+
+  /** The items threads run now, one per busy thread. */
+  running(): RunningItem[] {
+    this.#sync();
+    return runningItems(this.#running, this.#options.slots);
   }
 
   /** Replica index each thread has applied (read from shared memory). */

@@ -39,6 +39,11 @@ export class ClaimedTasks {
   }
 
   /** Index of the claimed task `id`, or -1. */
+  /** The ids of the claimed tasks. */
+  claimedIds(): string[] {
+    return [...this.#claimed.keys()];
+  }
+
   claimedIndex(id: string): number {
     return this.#claimed.get(id) ?? -1;
   }

@@ -239,6 +239,11 @@ export class TaskScheduler {
     if (index >= 0) this.#forced(index, this.#claims.epoch(index));
   }
 
+  /** The ids of the tasks this scheduler has claimed. */
+  claimedTaskIds(): string[] {
+    return this.#claims.claimedIds();
+  }
+
   /** The definition of a claimed task, or `undefined` when the id is not claimed. */
   claimedTask(taskId: string): Task | undefined {
     const index = this.#claims.claimedIndex(taskId);
@@ -298,28 +303,19 @@ export class TaskScheduler {
     return stopped;
   }
 
-  /**
-   * Queues a manual run of a claimed task for `scheduledFor` (default: now), ahead of scheduled runs, and starts it
-   * if a slot is free. Resolves with the run and its `done` (see `ForcedRun`). Rejects with `TaskNotClaimedError`,
-   * `DuplicateRunError` (a run for that time is queued or in flight), or `InvalidStateError` when the desired state
-   * has no `forceRun`.
-   */
+  /** Queues a manual run of a claimed task, ahead of scheduled runs, with its `done` (see `ManualRuns.forceRun`). */
   forceRun(taskId: string, scheduledFor?: number): Promise<ForcedRun> {
     return this.#manual.forceRun(taskId, scheduledFor);
   }
 
-  /**
-   * Runs a logged run's scheduled time again, as a manual run (InfluxDB's `RetryRun`). Rejects with
-   * `RunNotFoundError` when the log does not know the run, `DuplicateRunError` while it is still in flight.
-   */
+  /** Runs a logged run's scheduled time again, as a manual run (InfluxDB's `RetryRun`; see `ManualRuns.retryRun`). */
   retryRun(taskId: string, runId: string): Promise<ForcedRun> {
     return this.#manual.retryRun(taskId, runId);
   }
 
   /**
-   * Rejects the `done` of every manual run (of `taskId`, or of every task) that has not ended, with `reason` (an
-   * error, or a function of the run that makes one), and returns how many. For runs that will not run here: their
-   * task was deleted, or the scheduler will not start again. The runs themselves are not touched.
+   * Rejects the `done` of every manual run (of `taskId`, or of every task) not yet ended, for runs that will not run
+   * here (their task was deleted, or the scheduler will not start again); answers how many. The runs are not touched.
    */
   rejectForcedRuns(reason: Error | ((run: { readonly taskId: string; readonly runId: string }) => Error), taskId?: string): number {
     return this.#manual.rejectAll(reason, taskId);
