@@ -5,11 +5,11 @@
  * batches. A pass runs when the earliest lease end or delay in the whole schema comes due (each pass asks the
  * database for it), and at least every `pollMs`.
  */
-import type { Clock, TimerHandle } from '../clock.js';
-import type { Logger } from '../observability/logger.js';
-import type { Database } from './database.js';
-import type { SchemaNames } from './names.js';
-import type { LeaseSettings } from './broker/lease-settings.js';
+import type { Clock, TimerHandle } from '../../clock.js';
+import type { Logger } from '../../observability/logger.js';
+import type { Database } from '../database.js';
+import type { SchemaNames } from '../names.js';
+import type { LeaseSettings } from './lease-settings.js';
 
 export interface ReaperEvents {
   /** A lease ran out and was ended by this pass; `holder` is the process that held it. */

@@ -7,13 +7,13 @@
  * is ended here as a nack timeout at its end; a lease the database no longer shows as this delivery's (it ran out
  * while this process was cut off, and another process redelivered it) is lost: the broker tells the worker to stop.
  */
-import type { Evaluation } from '../broker/evaluation.js';
-import { DeadlineQueue, type DeadlineNode } from '../broker/deadline-queue.js';
-import type { LeaseKeeper } from '../backend/broker-backend.js';
-import type { Clock } from '../clock.js';
-import type { Logger } from '../observability/logger.js';
-import type { Database } from './database.js';
-import type { SchemaNames } from './names.js';
+import type { Evaluation } from '../../broker/evaluation.js';
+import { DeadlineQueue, type DeadlineNode } from '../../broker/deadline-queue.js';
+import type { LeaseKeeper } from '../../backend/broker-backend.js';
+import type { Clock } from '../../clock.js';
+import type { Logger } from '../../observability/logger.js';
+import type { Database } from '../database.js';
+import type { SchemaNames } from '../names.js';
 
 export class Held implements DeadlineNode {
   readonly id: string;

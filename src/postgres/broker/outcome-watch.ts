@@ -7,13 +7,13 @@
  * backstop. So a look-up costs what was settled, not what is awaited. One look-up at a time; hints that come during
  * one are folded into the next.
  */
-import { AbortedError, SupersededError } from '../errors.js';
-import type { Clock, TimerHandle } from '../clock.js';
-import type { Logger } from '../observability/logger.js';
-import { decodeError, decodeValue, type StoredError } from './codec.js';
-import type { Database } from './database.js';
-import type { SchemaNames } from './names.js';
-import type { PgHandle } from './pg-handle.js';
+import { AbortedError, SupersededError } from '../../errors.js';
+import type { Clock, TimerHandle } from '../../clock.js';
+import type { Logger } from '../../observability/logger.js';
+import { decodeError, decodeValue, type StoredError } from '../codec.js';
+import type { Database } from '../database.js';
+import type { SchemaNames } from '../names.js';
+import type { PgHandle } from '../pg-handle.js';
 
 /** `outcome` as the broker's functions store it. */
 export type StoredOutcome =
