@@ -85,9 +85,10 @@ export class PgBroker implements BrokerBackend {
     const offerChannel = names.processChannel('offer', nodeId);
     const lease = leaseSettings(s);
     const events = new TypedEmitter<BrokerEvents>(() => logger);
-    const outcomes = new OutcomeWatch(db, names, clock, logger, pollMs);
+    const queries = brokerQueries(names.S);
+    const outcomes = new OutcomeWatch(db, queries, clock, logger, pollMs);
     this.#pacer = new RoundTripPacer(clock);
-    const leases = new Leases(db, names, clock, logger, lease.nackTimeoutMs, {
+    const leases = new Leases(db, queries, clock, logger, lease.nackTimeoutMs, {
       expire: (held) => this.#settlement.expire(held),
       lost: (held) => this.#settlement.lost(held),
       extended: (held) => {
@@ -99,7 +100,7 @@ export class PgBroker implements BrokerBackend {
     const parts: BrokerParts = {
       db,
       names,
-      queries: brokerQueries(names.S),
+      queries,
       clock,
       logger,
       events,
