@@ -20,7 +20,7 @@ export interface StateQueries {
   readonly records: string;
   /** Up to `CATCH_UP_ROWS` log rows after index `$1`, in index order. */
   readonly logAfter: string;
-  /** Locks the counter, then jobs `($3, $4)` and the live deliveries among `$5`; then up to `$2` log rows after `$1`. */
+  /** Locks the counter, then jobs `($3, $4)` and the live deliveries among `$5`; up to `$2` log rows after `$1`. */
   readonly openCommit: string;
   /** Writes a batch's records and log rows and moves the counter from `$11` to `$12`; acks deliveries `$13`. */
   readonly commitBatch: string;
@@ -28,7 +28,7 @@ export interface StateQueries {
   readonly fenceRefusal: string;
   /** Bounds how long the transaction waits for a lock (the check of a cut-off commit). */
   readonly cutOffLockTimeout: string;
-  /** Waits until no transaction holds the counter row. */
+  /** Share-locks the counter row: waits for the transaction that holds it to end. */
   readonly counterShared: string;
   /** The log rows of plans `$1`. */
   readonly logOfPlans: string;

@@ -49,7 +49,7 @@ export interface BrokerQueries {
   readonly stats: string;
   /** Where evaluation `$1` is, unless it is over. */
   readonly inspect: string;
-  /** Extends the leases `($1, $2)` by `$3` ms each, skipping rows locked right now; the tokens extended. */
+  /** Makes the live leases `($1, $2)` end `$3` ms from now, skipping rows locked right now; the tokens extended. */
   readonly extendLeases: string;
   /** The state, token and whether the lease is live of evaluations `$1` (why an extension did not land). */
   readonly leaseCheck: string;
@@ -57,9 +57,9 @@ export interface BrokerQueries {
   readonly outcomes: string;
   /** Ms until the earliest lease end and the earliest delay end in the schema (null when there is none). */
   readonly nextDue: string;
-  /** Reaps a batch of up to `$1` (ends leases that ran out, admits delays that are over) for reaper `$5`. */
+  /** Reaps up to `$1` rows as process `$5`: ends the leases that ran out, admits the delays that are over. */
   readonly reap: string;
-  /** Deletes a batch of settled evaluations older than `$1` ms, skipping locked rows. */
+  /** Deletes a batch of the evaluations settled more than `$1` ms ago, skipping locked rows. */
   readonly deleteSettled: string;
   /** Deletes a batch of the oldest log rows more than `$1` change sets behind the counter. */
   readonly compactLog: string;
