@@ -14,9 +14,9 @@ import { migrate } from './migrate.js';
 import { schemaNames, type SchemaNames } from './names.js';
 import { resolvePostgresOptions, type PostgresBackendOptions, type ResolvedPostgresOptions } from './options.js';
 import { PgBroker } from './broker/pg-broker.js';
+import { Reaper } from './broker/reaper.js';
 import { PgPlans } from './pg-plans.js';
 import { PgState } from './pg-state.js';
-import { Reaper } from './reaper.js';
 import { checkClaimSettings, PgTaskStore } from './tasks/pg-task-store.js';
 
 /** The PostgreSQL backend's parts, with their own types (`engine.broker` is a `PgBroker`, and so on). */

@@ -27,10 +27,8 @@ import { isAmbiguous, refusedInput, type Database, type Session } from './databa
 import type { SchemaNames } from './names.js';
 import type { PgBroker } from './broker/pg-broker.js';
 import { refusalError } from './broker/refusals.js';
-import { CATCH_UP_ROWS, type PgState, type WriteOp } from './pg-state.js';
-
-/** How long the check of a cut-off commit waits for that transaction to end on the server. */
-const CUT_OFF_LOCK_TIMEOUT_MS = 5000;
+import type { PgState, WriteOp } from './pg-state.js';
+import { CATCH_UP_ROWS, stateQueries, type StateQueries } from './state-queries.js';
 
 interface PlanJob extends Queued {
   readonly kind: 'plan';
@@ -92,7 +90,7 @@ function checkDelivery(delivery: unknown): asserts delivery is PlanDelivery | un
 
 export class PgPlans implements PlanBackend {
   readonly #db: Database;
-  readonly #names: SchemaNames;
+  readonly #queries: StateQueries;
   readonly #state: PgState;
   readonly #broker: PgBroker;
   readonly #logger: Logger;
@@ -107,7 +105,7 @@ export class PgPlans implements PlanBackend {
 
   constructor(options: PgPlansOptions) {
     this.#db = options.db;
-    this.#names = options.names;
+    this.#queries = stateQueries(options.names.S);
     this.#state = options.state;
     this.#broker = options.broker;
     this.#logger = options.logger;
@@ -228,7 +226,6 @@ export class PgPlans implements PlanBackend {
 
   /** The transaction's body: see the class comment for the steps. */
   async #apply(session: Session, batch: Job[]): Promise<Result[]> {
-    const S = this.#names.S;
     this.#acked.clear();
     this.#promotions = [];
     const { committed, current } = await this.#openCommit(session, batch);
@@ -285,8 +282,7 @@ export class PgPlans implements PlanBackend {
     const acks = results.filter((r) => r.ack !== undefined && r.job.kind === 'plan');
     if (sets.length === 0 && acks.length === 0) return results;
     const rows = await session.query<{ moved: boolean | null; id: string | null; deliveries: number | null; promoted: string | null; canceled: string[] | null }>(
-      `SELECT * FROM ${S}.commit_batch($1::text[], $2::text[], $3::bytea[], $4::bigint[], $5::bigint[], $6::text[], $7::text[],
-         $8::bigint[], $9::uuid[], $10::bytea[], $11, $12, $13::text[], $14::text[], $15::bytea[], $16::bigint[], $17::int[], $18)`,
+      this.#queries.commitBatch,
       [
         ...this.#writeParams(sets),
         committed,
@@ -334,7 +330,7 @@ export class PgPlans implements PlanBackend {
     }
     const ids = [...new Set(fenced.map((j) => j.delivery!.evaluationId))].sort();
     const [first, ...log] = await session.query<{ counter: string; current_ids: string[]; current_tokens: string[]; index: string; changes: Buffer }>(
-      `SELECT * FROM ${this.#names.S}.open_commit($1, $2, $3::text[], $4::text[], $5::text[])`,
+      this.#queries.openCommit,
       [this.#state.index, CATCH_UP_ROWS, jobs.map((k) => k.namespace), jobs.map((k) => k.jobId), ids],
     );
     const committed = Number(first?.counter ?? 0);
@@ -375,11 +371,7 @@ export class PgPlans implements PlanBackend {
 
   /** Why a fenced plan's delivery is not current, as the broker's typed refusal. */
   async #refusal(session: Session, d: PlanDelivery): Promise<Error> {
-    const S = this.#names.S;
-    const [row] = await session.query<{ refusal: string | null; expired: boolean }>(
-      `SELECT ${S}.refusal(e, $2) AS refusal, (e.lease_until <= clock_timestamp()) AS expired FROM ${S}.evals e WHERE e.id = $1`,
-      [d.evaluationId, d.token],
-    );
+    const [row] = await session.query<{ refusal: string | null; expired: boolean }>(this.#queries.fenceRefusal, [d.evaluationId, d.token]);
     return refusalError(row?.refusal ?? (row?.expired === true ? 'expired' : 'not_outstanding'), d.evaluationId, d.token);
   }
 
@@ -411,18 +403,15 @@ export class PgPlans implements PlanBackend {
   async #resolveCutOff(batch: Job[], error: unknown): Promise<void> {
     let landed: Map<string, { index: number; changes: readonly RecordChange[] }>;
     try {
-      const S = this.#names.S;
+      const q = this.#queries;
       // The cut-off transaction holds the counter row until it ends on the server, which may be after this check
       // arrives on another connection: waiting for the row first reads its end, committed or rolled back, instead
       // of a log that does not show it yet. A server that never got the COMMIT holds it until it drops the session:
       // past the lock timeout the outcome stays unknown.
       const rows = await this.#db.transaction(async (session) => {
-        await session.query(`SET LOCAL lock_timeout = '${CUT_OFF_LOCK_TIMEOUT_MS}ms'`);
-        await session.query(`SELECT index FROM ${S}.state_counter FOR SHARE`);
-        return session.query<{ plan_id: string; index: string; changes: Buffer }>(
-          `SELECT plan_id, index, changes FROM ${S}.state_log WHERE plan_id = ANY($1::uuid[])`,
-          [batch.map((j) => j.id)],
-        );
+        await session.query(q.cutOffLockTimeout);
+        await session.query(q.counterShared);
+        return session.query<{ plan_id: string; index: string; changes: Buffer }>(q.logOfPlans, [batch.map((j) => j.id)]);
       }, 'a commit check');
       landed = new Map(rows.map((r) => [r.plan_id, { index: Number(r.index), changes: decodeValue(r.changes) as RecordChange[] }]));
     } catch (checkError) {

@@ -20,6 +20,7 @@ import { runTransaction, Transaction } from '../state/write-txn.js';
 import { decodeValue } from './codec.js';
 import type { Database, Session } from './database.js';
 import type { SchemaNames } from './names.js';
+import { CATCH_UP_ROWS, stateQueries, type StateQueries } from './state-queries.js';
 
 /** One write of `state.write(fn)`, replayed at commit against the committed state. */
 export interface WriteOp {
@@ -36,12 +37,9 @@ interface StateEvents {
   'state:change': ChangeSet;
 }
 
-/** Log rows read per query while catching up. */
-export const CATCH_UP_ROWS = 1_000;
-
 export class PgState implements StateBackend {
   readonly #db: Database;
-  readonly #names: SchemaNames;
+  readonly #queries: StateQueries;
   readonly #clock: Clock;
   readonly #logger: Logger;
   readonly #pollMs: number;
@@ -62,7 +60,7 @@ export class PgState implements StateBackend {
 
   constructor(db: Database, names: SchemaNames, tables: readonly string[], clock: Clock, logger: Logger, pollMs: number) {
     this.#db = db;
-    this.#names = names;
+    this.#queries = stateQueries(names.S);
     this.#clock = clock;
     this.#logger = logger;
     this.#pollMs = pollMs;
@@ -132,14 +130,11 @@ export class PgState implements StateBackend {
 
   /** Loads the whole committed state (at open, and when the log no longer reaches back to the replica). */
   async load(): Promise<void> {
-    const S = this.#names.S;
+    const q = this.#queries;
     const { index, rows } = await this.#db.transaction(async (session) => {
-      await session.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY');
-      const [counter] = await session.query<{ index: string }>(`SELECT index FROM ${S}.state_counter`);
-      const records = await session.query<{ tbl: string; key: string; value: Buffer; create_index: string; modify_index: string }>(
-        `SELECT tbl, key, value, create_index, modify_index FROM ${S}.state_records WHERE tbl = ANY($1::text[])`,
-        [this.#tables],
-      );
+      await session.query(q.readOnlySnapshot);
+      const [counter] = await session.query<{ index: string }>(q.counter);
+      const records = await session.query<{ tbl: string; key: string; value: Buffer; create_index: string; modify_index: string }>(q.records, [this.#tables]);
       return { index: Number(counter?.index ?? 0), rows: records };
     }, 'a state load');
     const draft = TablesVersion.empty(this.#tables, true, index).draft(index, false);
@@ -188,13 +183,9 @@ export class PgState implements StateBackend {
    * the plan committer's session inside its transaction).
    */
   async catchUpWith(session: Session, until = Number.POSITIVE_INFINITY): Promise<void> {
-    const S = this.#names.S;
     while (this.#version.index < until && !this.#closed) {
       const from = this.#version.index;
-      const rows = await session.query<{ index: string; changes: Buffer }>(
-        `SELECT index, changes FROM ${S}.state_log WHERE index > $1 ORDER BY index LIMIT ${CATCH_UP_ROWS}`,
-        [from],
-      );
+      const rows = await session.query<{ index: string; changes: Buffer }>(this.#queries.logAfter, [from]);
       if (rows.length === 0) return;
       if (Number(rows[0]!.index) > this.#version.index + 1) {
         // Compacted past the replica (or another reader moved it meanwhile): only a reload is exact.

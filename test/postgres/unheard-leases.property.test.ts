@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { UnheardLeases } from '../../src/postgres/unheard-leases.js';
+import { UnheardLeases } from '../../src/postgres/broker/unheard-leases.js';
 
 type Op =
   | { kind: 'lease' | 'notify' | 'finish' | 'giveBack' | 'gaveBack' | 'abandon' | 'reap'; token: number }

@@ -8,7 +8,7 @@
  * alive by nobody.
  */
 import { BackendUnavailableError } from '../../errors.js';
-import type { Held } from '../leases.js';
+import type { Held } from './leases.js';
 import type { BrokerParts } from './parts.js';
 
 /**

@@ -6,7 +6,7 @@
  */
 import type { Evaluation } from '../../broker/evaluation.js';
 import { decodeValue } from '../codec.js';
-import { Held } from '../leases.js';
+import { Held } from './leases.js';
 import type { BrokerParts } from './parts.js';
 
 /** Most rows one fetch asks for (and most acks one statement carries). */

@@ -5,7 +5,7 @@
  * While a give-back is out, its tokens are ones a look for unheard leases must not take (`UnheardLeases`).
  */
 import type { Evaluation } from '../../broker/evaluation.js';
-import type { Held } from '../leases.js';
+import type { Held } from './leases.js';
 import type { BrokerParts } from './parts.js';
 
 type GiveBackParts = Pick<BrokerParts, 'db' | 'names' | 'queries' | 'logger' | 'nodeId' | 'leases' | 'unheard' | 'work'>;

@@ -7,7 +7,7 @@ import { assertId, assertToken } from '../../broker/arguments.js';
 import { DEFAULT_NAMESPACE } from '../../broker/evaluation.js';
 import { EvalNotOutstandingError, NackTimeoutReachedError } from '../../errors.js';
 import { isStorableKey } from '../../storable-key.js';
-import type { Held, Leases } from '../leases.js';
+import type { Held, Leases } from './leases.js';
 import type { BrokerParts } from './parts.js';
 import { refusalError, sqlToken } from './refusals.js';
 

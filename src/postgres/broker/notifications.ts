@@ -7,10 +7,10 @@
 import type { Evaluation } from '../../broker/evaluation.js';
 import type { TimerHandle } from '../../clock.js';
 import { decodeValue } from '../codec.js';
-import { Held } from '../leases.js';
 import type { Listener } from '../listener.js';
 import type { Fetcher } from './fetcher.js';
 import type { GiveBacks } from './give-backs.js';
+import { Held } from './leases.js';
 import type { BrokerParts } from './parts.js';
 import type { Serving } from './serving.js';
 import type { Waiters } from './waiters.js';

@@ -9,13 +9,13 @@ import type { Clock } from '../../clock.js';
 import type { TypedEmitter } from '../../events.js';
 import type { Logger } from '../../observability/logger.js';
 import type { Database } from '../database.js';
-import type { Leases } from '../leases.js';
 import type { SchemaNames } from '../names.js';
-import type { OutcomeWatch } from '../outcome-watch.js';
 import type { RoundTripPacer } from '../round-trip-pacer.js';
-import type { UnheardLeases } from '../unheard-leases.js';
 import type { LeaseSettings } from './lease-settings.js';
+import type { Leases } from './leases.js';
+import type { OutcomeWatch } from './outcome-watch.js';
 import type { BrokerQueries } from './queries.js';
+import type { UnheardLeases } from './unheard-leases.js';
 
 /**
  * The broker's switches. `open` and `closed` each go one way only (open at `open()`, closed at `close()`); `enabled`

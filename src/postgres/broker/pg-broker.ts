@@ -25,12 +25,9 @@ import type { Logger } from '../../observability/logger.js';
 import { payloadValidator } from '../../payload-size.js';
 import { isStorableKey, MAX_KEY_BYTES } from '../../storable-key.js';
 import type { Database } from '../database.js';
-import { Leases } from '../leases.js';
 import type { Listener } from '../listener.js';
 import type { SchemaNames } from '../names.js';
-import { OutcomeWatch } from '../outcome-watch.js';
 import { RoundTripPacer } from '../round-trip-pacer.js';
-import { UnheardLeases } from '../unheard-leases.js';
 import { Acks, type AckOutcome } from './acks.js';
 import { Admission } from './admission.js';
 import { Endings } from './endings.js';
@@ -38,13 +35,16 @@ import { Fetcher } from './fetcher.js';
 import { GiveBacks } from './give-backs.js';
 import { HeldDeliveries } from './held-deliveries.js';
 import { leaseSettings, type LeaseSettings } from './lease-settings.js';
+import { Leases } from './leases.js';
 import { Notifications } from './notifications.js';
+import { OutcomeWatch } from './outcome-watch.js';
 import { FetchPacing } from './pacing.js';
 import { BackgroundWork, BrokerSwitches, type BrokerParts } from './parts.js';
 import { brokerQueries } from './queries.js';
 import { Serving } from './serving.js';
 import { Settlement } from './settlement.js';
 import { infoOf, statsOf, type InspectRow, type StateCount } from './stats.js';
+import { UnheardLeases } from './unheard-leases.js';
 import { Waiters } from './waiters.js';
 
 export interface PgBrokerOptions {
@@ -85,9 +85,10 @@ export class PgBroker implements BrokerBackend {
     const offerChannel = names.processChannel('offer', nodeId);
     const lease = leaseSettings(s);
     const events = new TypedEmitter<BrokerEvents>(() => logger);
-    const outcomes = new OutcomeWatch(db, names, clock, logger, pollMs);
+    const queries = brokerQueries(names.S);
+    const outcomes = new OutcomeWatch(db, queries, clock, logger, pollMs);
     this.#pacer = new RoundTripPacer(clock);
-    const leases = new Leases(db, names, clock, logger, lease.nackTimeoutMs, {
+    const leases = new Leases(db, queries, clock, logger, lease.nackTimeoutMs, {
       expire: (held) => this.#settlement.expire(held),
       lost: (held) => this.#settlement.lost(held),
       extended: (held) => {
@@ -99,7 +100,7 @@ export class PgBroker implements BrokerBackend {
     const parts: BrokerParts = {
       db,
       names,
-      queries: brokerQueries(names.S),
+      queries,
       clock,
       logger,
       events,

@@ -1,8 +1,12 @@
 /**
- * Every SQL text the PostgreSQL broker sends, built once per schema from its quoted name (`SchemaNames.S`), never
- * from input: what varies goes as parameters. Each text is named after what it does; the rules it relies on (the
- * job's lock, the token check, promotion, dead-lettering) live in the schema's functions it calls.
+ * Every SQL text the PostgreSQL broker sends (its leases, outcome look-ups and reaper included), built once per
+ * schema from its quoted name (`SchemaNames.S`), never from input: what varies goes as parameters. Each text is
+ * named after what it does; the rules it relies on (the job's lock, the token check, promotion, dead-lettering) live
+ * in the schema's functions it calls.
  */
+
+/** Rows per reaper batch (`reap`'s `$1`); one cleanup statement deletes up to ten batches' worth. */
+export const REAP_BATCH = 500;
 
 export interface BrokerQueries {
   /** Admits a batch of evaluations (one array per column), from origin `$12`; a row per evaluation. */
@@ -45,6 +49,20 @@ export interface BrokerQueries {
   readonly stats: string;
   /** Where evaluation `$1` is, unless it is over. */
   readonly inspect: string;
+  /** Makes the live leases `($1, $2)` end `$3` ms from now, skipping rows locked right now; the tokens extended. */
+  readonly extendLeases: string;
+  /** The state, token and whether the lease is live of evaluations `$1` (why an extension did not land). */
+  readonly leaseCheck: string;
+  /** The stored outcomes (and values) of those of evaluations `$1` that have one. */
+  readonly outcomes: string;
+  /** Ms until the earliest lease end and the earliest delay end in the schema (null when there is none). */
+  readonly nextDue: string;
+  /** Reaps up to `$1` rows as process `$5`: ends the leases that ran out, admits the delays that are over. */
+  readonly reap: string;
+  /** Deletes a batch of the evaluations settled more than `$1` ms ago, skipping locked rows. */
+  readonly deleteSettled: string;
+  /** Deletes a batch of the oldest log rows more than `$1` change sets behind the counter. */
+  readonly compactLog: string;
 }
 
 export function brokerQueries(S: string): BrokerQueries {
@@ -88,5 +106,24 @@ export function brokerQueries(S: string): BrokerQueries {
        UNION ALL SELECT 'waiting', '', count(*)::int FROM ${E} WHERE state = 'waiting'
        UNION ALL SELECT 'cancelable', '', count(*)::int FROM ${E} WHERE state = 'cancelable'`,
     inspect: `SELECT state, queue, deliveries, holds_slot FROM ${E} WHERE id = $1 AND state NOT IN ('acked', 'removed')`,
+    extendLeases: `WITH x AS (SELECT * FROM unnest($1::text[], $2::text[], $3::float8[]) AS x(id, token, ms)),
+         locked AS MATERIALIZED (
+           SELECT e.id, x.ms FROM ${E} e JOIN x ON e.id = x.id AND e.token = x.token
+            WHERE e.id = ANY($1::text[]) AND e.state = 'unacked' AND e.lease_until > clock_timestamp()
+            FOR UPDATE OF e SKIP LOCKED)
+         UPDATE ${E} e SET lease_until = clock_timestamp() + locked.ms * interval '1 millisecond'
+           FROM locked WHERE e.id = ANY(ARRAY(SELECT id FROM locked)) AND e.id = locked.id
+         RETURNING e.token`,
+    leaseCheck: `SELECT token, state, coalesce(lease_until > clock_timestamp(), false) AS live FROM ${E} WHERE id = ANY($1::text[])`,
+    outcomes: `SELECT id, outcome, value FROM ${E} WHERE id = ANY($1::text[]) AND outcome IS NOT NULL`,
+    nextDue: `SELECT extract(epoch FROM (SELECT min(lease_until) FROM ${E} WHERE state = 'unacked') - now()) * 1000 AS lease_ms,
+                extract(epoch FROM (SELECT min(due_at) FROM ${E} WHERE state = 'waiting') - now()) * 1000 AS due_ms`,
+    reap: `SELECT * FROM ${S}.reap($1, $2, $3, $4, $5)`,
+    deleteSettled: `DELETE FROM ${E} WHERE id IN (
+         SELECT id FROM ${E} WHERE state IN ('acked', 'removed', 'cancelable')
+            AND settled_at < now() - $1::float8 * interval '1 millisecond'
+          LIMIT ${REAP_BATCH * 10} FOR UPDATE SKIP LOCKED)`,
+    compactLog: `DELETE FROM ${S}.state_log WHERE index <= (SELECT index FROM ${S}.state_counter) - $1 AND index IN (
+         SELECT index FROM ${S}.state_log ORDER BY index LIMIT ${REAP_BATCH * 10})`,
   };
 }

@@ -5,11 +5,11 @@
  * it back, and for threads free soon. One round runs at a time (`fetching`).
  */
 import type { TimerHandle } from '../../clock.js';
-import type { Held } from '../leases.js';
 import type { Listener } from '../listener.js';
 import type { Fetcher } from './fetcher.js';
 import { MAX_FETCH } from './fetcher.js';
 import type { GiveBacks } from './give-backs.js';
+import type { Held } from './leases.js';
 import type { FetchPacing } from './pacing.js';
 import type { BrokerParts } from './parts.js';
 import type { Waiters } from './waiters.js';

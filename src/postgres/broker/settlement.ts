@@ -10,9 +10,9 @@ import { FAILED_QUEUE, type EvaluationState } from '../../broker/evaluation.js';
 import { AbortedError, DeliveryLimitError, EvalNotOutstandingError, NackTimeoutReachedError } from '../../errors.js';
 import { isStorableKey } from '../../storable-key.js';
 import { encodeError } from '../codec.js';
-import type { Held } from '../leases.js';
 import type { Endings } from './endings.js';
 import { heldAs } from './held-deliveries.js';
+import type { Held } from './leases.js';
 import type { BrokerParts } from './parts.js';
 import { refusalError, sqlToken, withCause } from './refusals.js';
 

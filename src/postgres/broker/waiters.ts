@@ -8,7 +8,7 @@ import type { Delivery } from '../../broker/broker-types.js';
 import type { Evaluation } from '../../broker/evaluation.js';
 import { AbortedError } from '../../errors.js';
 import type { TimerHandle } from '../../clock.js';
-import type { Held } from '../leases.js';
+import type { Held } from './leases.js';
 import type { BrokerParts } from './parts.js';
 
 export interface Waiter {

@@ -206,7 +206,7 @@ export class ClaimKeeper {
     for (const claim of this.#c.claims.claims()) void this.#drop(claim);
     if (member !== undefined && this.#joined) {
       try {
-        await this.#c.db.query(`SELECT ${this.#c.S}.task_leave($1)`, [member], 'leaving the task store');
+        await this.#c.db.query(this.#c.queries.leave, [member], 'leaving the task store');
       } catch (error) {
         // The lease ends by itself: the others claim the tasks once it has.
         this.#logger.warn({ err: error, member }, 'could not leave the task store; its claims pass on when the lease ends');
@@ -272,7 +272,7 @@ export class ClaimKeeper {
     const held = this.#c.claims.size;
     const sentAt = this.#clock.now();
     const [row] = await this.#c.db.query<{ r: CycleAnswer }>(
-      `SELECT ${this.#c.S}.task_cycle($1, $2, $3, $4, $5) AS r`,
+      this.#c.queries.cycle,
       [member, this.#leaseMs, held, this.#active ? MAX_CLAIMS_PER_ROUND : 0, join],
       'a task claim round',
     );
@@ -368,7 +368,7 @@ export class ClaimKeeper {
   /** The catalogue changed: claims that are no longer this process's are dropped, replaced definitions taken. */
   async #reconcile(member: string, generation: number): Promise<void> {
     const rows = await this.#c.db.query<{ task_id: string; epoch: string; hash: string }>(
-      `SELECT s.task_id, s.epoch, t.hash FROM ${this.#c.S}.task_state s JOIN ${this.#c.S}.tasks t ON t.id = s.task_id WHERE s.owner = $1`,
+      this.#c.queries.claimsOf,
       [member],
       'the claims of this process',
     );
@@ -382,7 +382,7 @@ export class ClaimKeeper {
     }
     if (replaced.length === 0) return;
     const definitions = await this.#c.db.query<{ id: string; definition: Buffer; hash: string }>(
-      `SELECT id, definition, hash FROM ${this.#c.S}.tasks WHERE id = ANY ($1)`,
+      this.#c.queries.definitions,
       [replaced.map((claim) => claim.taskId)],
       'the replaced task definitions',
     );
@@ -427,7 +427,7 @@ export class ClaimKeeper {
 
   async #giveBack(member: string, claims: ReadonlyArray<{ readonly taskId: string; readonly epoch: number }>): Promise<void> {
     await this.#c.db.query(
-      `SELECT ${this.#c.S}.task_give_back($1, $2, $3)`,
+      this.#c.queries.giveBack,
       [member, claims.map((claim) => claim.taskId), claims.map((claim) => claim.epoch)],
       'giving claims back',
     );

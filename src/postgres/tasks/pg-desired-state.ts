@@ -90,7 +90,7 @@ export class PgDesiredState implements DesiredState {
   }
 
   async #takeQueued(claim: HeldClaim, now: number): Promise<RunCreation | undefined> {
-    const [row] = await this.#c.db.query<TakeRow>(`SELECT * FROM ${this.#c.S}.task_take_queued($1, $2, $3)`, [claim.taskId, claim.epoch, claim.member], 'a queued run');
+    const [row] = await this.#c.db.query<TakeRow>(this.#c.queries.takeQueued, [claim.taskId, claim.epoch, claim.member], 'a queued run');
     if (row?.outcome === 'stale') throw this.#stale(claim);
     if (row?.outcome !== 'taken') {
       claim.queued = 0;
@@ -174,9 +174,9 @@ export class PgDesiredState implements DesiredState {
     const outcome = await fence.queue(async () => {
       if (!claim.current) return 'lost';
       // A start its creation wrote is taken back with it.
-      const fn = fence.firstStartWritten ? 'task_unstart_run' : 'task_requeue_run';
+      const sql = fence.firstStartWritten ? this.#c.queries.unstartRun : this.#c.queries.requeueRun;
       const [row] = await this.#c.db.query<{ outcome: string }>(
-        `SELECT ${this.#c.S}.${fn}($1, $2, $3, $4) AS outcome`,
+        sql,
         [claim.taskId, claim.epoch, claim.member, fence.runId],
         'a run given up before it began',
       );
@@ -195,7 +195,7 @@ export class PgDesiredState implements DesiredState {
     const claim = this.#claimOf(taskId);
     const runId = randomUUID();
     const [row] = await this.#c.db.query<{ outcome: string }>(
-      `SELECT ${this.#c.S}.task_force_run($1, $2, $3, $4, $5, $6, $7, $8) AS outcome`,
+      this.#c.queries.forceRun,
       [taskId, claim.epoch, claim.member, scheduledFor, now, runId, now, this.#c.runLogLimit],
       'a manual run',
     );

@@ -35,7 +35,7 @@ export class PgRunLog implements LogWriter {
     if (isFinalStatus(status)) {
       // The last write about the run: its fence goes once it (or the finish before it) is done.
       try {
-        if (!fence.finalized) await this.#write(fence, 'task_log_write', [status, when, attempt, errorOf(details), storableValue(details?.value, this.#c)]);
+        if (!fence.finalized) await this.#write(fence, this.#c.queries.logFinal, [status, when, attempt, errorOf(details), storableValue(details?.value, this.#c)]);
       } finally {
         this.#c.claims.deleteRun(fence);
       }
@@ -45,16 +45,16 @@ export class PgRunLog implements LogWriter {
     if (status === RunStatus.STARTED) return;
     // `scheduled`: at creation it is logged already; before a retry it carries the failed attempt's error.
     if (details?.error === undefined) return;
-    await this.#write(fence, 'task_run_retrying', [attempt, when, errorOf(details)]);
+    await this.#write(fence, this.#c.queries.runRetrying, [attempt, when, errorOf(details)]);
   }
 
-  async #write(fence: RunFence, fn: string, args: readonly unknown[]): Promise<void> {
+  /** Runs `sql` with the run's fence (`$1`–`$4`) and `args` after it. */
+  async #write(fence: RunFence, sql: string, args: readonly unknown[]): Promise<void> {
     const { claim } = fence;
     const outcome = await fence.queue(async () => {
       if (!claim.current) return 'lost';
-      const placeholders = args.map((_, i) => `$${i + 5}`).join(', ');
       const [row] = await this.#c.db.query<{ outcome: string }>(
-        `SELECT ${this.#c.S}.${fn}($1, $2, $3, $4, ${placeholders}) AS outcome`,
+        sql,
         [claim.taskId, claim.epoch, claim.member, fence.runId, ...args],
         'a run log write',
       );
@@ -71,7 +71,7 @@ export class PgRunLog implements LogWriter {
     if (typeof taskId !== 'string') throw new InvalidArgumentError('taskId', 'a task id', taskId);
     // No task has an id that is not a key (storable-key.ts): nothing to look up, and text could not carry it.
     if (!isStorableKey(taskId)) return [];
-    const rows = await this.#c.db.query<RunLogRow>(`SELECT * FROM ${this.#c.S}.task_run_log WHERE task_id = $1 ORDER BY seq DESC`, [taskId], 'the run log');
+    const rows = await this.#c.db.query<RunLogRow>(this.#c.queries.runs, [taskId], 'the run log');
     return rows.map(runRecord);
   }
 
@@ -79,7 +79,7 @@ export class PgRunLog implements LogWriter {
     if (typeof taskId !== 'string') throw new InvalidArgumentError('taskId', 'a task id', taskId);
     if (typeof runId !== 'string') throw new InvalidArgumentError('runId', 'a run id', runId);
     if (!isStorableKey(taskId) || !isStorableKey(runId)) return undefined;
-    const [row] = await this.#c.db.query<RunLogRow>(`SELECT * FROM ${this.#c.S}.task_run_log WHERE task_id = $1 AND run_id = $2`, [taskId, runId], 'the run log');
+    const [row] = await this.#c.db.query<RunLogRow>(this.#c.queries.findRun, [taskId, runId], 'the run log');
     return row === undefined ? undefined : runRecord(row);
   }
 }

@@ -19,6 +19,7 @@ import { encodeDefinition } from './definition.js';
 import { HeldClaims } from './held-claims.js';
 import { PgDesiredState } from './pg-desired-state.js';
 import { PgRunLog } from './pg-run-log.js';
+import { taskQueries } from './queries.js';
 import { RunWrites } from './run-writes.js';
 import type { TaskStoreContext } from './store-context.js';
 
@@ -67,11 +68,12 @@ export class PgTaskStore implements SharedTaskBackend<PgDesiredState, PgRunLog> 
 
   constructor(options: PgTaskStoreOptions) {
     this.#o = options;
+    const queries = taskQueries(options.names.S);
     this.#context = {
       db: options.db,
-      S: options.names.S,
+      queries,
       claims: new HeldClaims(),
-      writes: new RunWrites(options.db, options.names.S, options.runLogLimit),
+      writes: new RunWrites(options.db, queries, options.runLogLimit),
       runLogLimit: options.runLogLimit,
       logger: options.logger,
       staleClaim: () => this.#keeper?.recheck(),
@@ -134,7 +136,7 @@ export class PgTaskStore implements SharedTaskBackend<PgDesiredState, PgRunLog> 
     const start = meta.latestCompleted ?? this.#o.clock.now();
     return this.#opened
       .then(() => this.#o.db.query<{ outcome: string }>(
-        `SELECT ${this.#o.names.S}.task_declare($1, $2, $3, $4, $5, $6) AS outcome`,
+        this.#context.queries.declare,
         [task.id, definition.bytes, definition.hash, task.retry ?? 0, start, meta.latestCompleted ?? null],
         'a task declaration',
       ))
@@ -154,7 +156,7 @@ export class PgTaskStore implements SharedTaskBackend<PgDesiredState, PgRunLog> 
 
   async #remove(taskId: string): Promise<boolean> {
     await this.#opened;
-    const [row] = await this.#o.db.query<{ removed: boolean }>(`SELECT ${this.#o.names.S}.task_remove($1) AS removed`, [taskId], 'a task removal');
+    const [row] = await this.#o.db.query<{ removed: boolean }>(this.#context.queries.remove, [taskId], 'a task removal');
     await this.#keeper?.drop(taskId);
     return row?.removed === true;
   }

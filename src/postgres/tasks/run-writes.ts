@@ -18,6 +18,7 @@
  */
 import { BackendUnavailableError } from '../../errors.js';
 import type { Database } from '../database.js';
+import type { TaskQueries } from './queries.js';
 
 /** Most writes in one statement. */
 const MAX_BATCH = 500;
@@ -84,12 +85,10 @@ export class RunWrites {
   #sending = false;
   #statements = 0;
 
-  /** `S`: the quoted schema name. */
-  constructor(db: Database, S: string, runLogLimit: number) {
+  constructor(db: Database, queries: TaskQueries, runLogLimit: number) {
     this.#db = db;
     this.#runLogLimit = runLogLimit;
-    this.#sql = `SELECT i, outcome, latest FROM ${S}.task_run_writes($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[],
-      $6::float8[], $7::float8[], $8::float8[], $9::float8[], $10::int[], $11::text[], $12::jsonb[], $13::bytea[], $14)`;
+    this.#sql = queries.runWrites;
   }
 
   /** Statements sent so far (batches, and the writes of a refused batch sent again alone). */

@@ -1,17 +1,18 @@
 /**
- * What the parts of the PostgreSQL task store share: the database, the schema, this process's claims and run
- * fences, and the way back to the claim keeper when the database refuses a write as stale.
+ * What the parts of the PostgreSQL task store share: the database, the schema's SQL texts, this process's claims
+ * and run fences, and the way back to the claim keeper when the database refuses a write as stale.
  */
 import { TaskNotClaimedError } from '../../errors.js';
 import type { Logger } from '../../observability/logger.js';
 import type { Database } from '../database.js';
 import type { HeldClaim, HeldClaims } from './held-claims.js';
+import type { TaskQueries } from './queries.js';
 import type { RunWrites } from './run-writes.js';
 
 export interface TaskStoreContext {
   readonly db: Database;
-  /** The quoted schema name, for SQL text. */
-  readonly S: string;
+  /** The SQL texts of the schema. */
+  readonly queries: TaskQueries;
   readonly claims: HeldClaims;
   /** The creates, starts and finishes of runs, sent in batches. */
   readonly writes: RunWrites;

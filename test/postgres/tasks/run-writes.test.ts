@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, test } from 'node:test';
 import type { Database } from '../../../src/postgres/database.js';
+import { taskQueries } from '../../../src/postgres/tasks/queries.js';
 import { RunWrites, type WriteFence } from '../../../src/postgres/tasks/run-writes.js';
 import { requireDatabaseInCI, skipWithoutDatabase } from '../helpers.js';
 import { cluster, database, type Cluster } from './harness.js';
@@ -22,7 +23,7 @@ describe('the writes about runs, batched', { skip: skipWithoutDatabase }, () => 
   beforeEach(async () => {
     c = await cluster(0);
     db = database('tickpool-test-run-writes');
-    writes = new RunWrites(db, c.names.S, 100);
+    writes = new RunWrites(db, taskQueries(c.names.S), 100);
     for (const id of ['a', 'b', 'c']) {
       await c.admin.query(`SELECT ${c.names.S}.task_declare($1, '\\x00', $1, 0, 0, NULL)`, [id]);
     }
@@ -87,7 +88,7 @@ describe('the writes about runs, batched', { skip: skipWithoutDatabase }, () => 
 
   test("a task keeps the rows of its runLogLimit newest finished runs: older ones go with their log entries", async () => {
     const limit = 3;
-    const bounded = new RunWrites(db, c.names.S, limit);
+    const bounded = new RunWrites(db, taskQueries(c.names.S), limit);
     const runsOf = async (id: string) =>
       (await c.admin.query(`SELECT run_id, status FROM ${c.names.S}.task_runs WHERE task_id = $1 ORDER BY scheduled_for`, [id])).rows;
     for (let minute = 1; minute <= 10; minute++) {
@@ -108,7 +109,7 @@ describe('the writes about runs, batched', { skip: skipWithoutDatabase }, () => 
 
   test('a finished row after latest_completed stays, trimmed log or not: a takeover re-creating that time finds it', async () => {
     const limit = 1;
-    const bounded = new RunWrites(db, c.names.S, limit);
+    const bounded = new RunWrites(db, taskQueries(c.names.S), limit);
     // Run 1 stays running; run 2 is settled as a takeover settles a dead process's run (done, its log entry final)
     // without moving latest_completed, which stays 0.
     await bounded.createStarted(fence('b'), { runId: 'b-1', expected: 0, scheduledFor: MIN, runAt: MIN, when: MIN });

@@ -7,13 +7,13 @@
  * backstop. So a look-up costs what was settled, not what is awaited. One look-up at a time; hints that come during
  * one are folded into the next.
  */
-import { AbortedError, SupersededError } from '../errors.js';
-import type { Clock, TimerHandle } from '../clock.js';
-import type { Logger } from '../observability/logger.js';
-import { decodeError, decodeValue, type StoredError } from './codec.js';
-import type { Database } from './database.js';
-import type { SchemaNames } from './names.js';
-import type { PgHandle } from './pg-handle.js';
+import { AbortedError, SupersededError } from '../../errors.js';
+import type { Clock, TimerHandle } from '../../clock.js';
+import type { Logger } from '../../observability/logger.js';
+import { decodeError, decodeValue, type StoredError } from '../codec.js';
+import type { Database } from '../database.js';
+import type { PgHandle } from '../pg-handle.js';
+import type { BrokerQueries } from './queries.js';
 
 /** `outcome` as the broker's functions store it. */
 export type StoredOutcome =
@@ -44,7 +44,7 @@ export function settleFromStore(handle: PgHandle, outcome: StoredOutcome, value:
 
 export class OutcomeWatch {
   readonly #db: Database;
-  readonly #names: SchemaNames;
+  readonly #queries: BrokerQueries;
   readonly #clock: Clock;
   readonly #logger: Logger;
   readonly #pollMs: number;
@@ -63,9 +63,9 @@ export class OutcomeWatch {
   #timer: TimerHandle | undefined;
   #closed = false;
 
-  constructor(db: Database, names: SchemaNames, clock: Clock, logger: Logger, pollMs: number) {
+  constructor(db: Database, queries: BrokerQueries, clock: Clock, logger: Logger, pollMs: number) {
     this.#db = db;
-    this.#names = names;
+    this.#queries = queries;
     this.#clock = clock;
     this.#logger = logger;
     this.#pollMs = pollMs;
@@ -138,7 +138,7 @@ export class OutcomeWatch {
         if (ids.length === 0) break;
         try {
           const rows = await this.#db.query<{ id: string; outcome: StoredOutcome; value: Buffer | null }>(
-            `SELECT id, outcome, value FROM ${this.#names.S}.evals WHERE id = ANY($1::text[]) AND outcome IS NOT NULL`,
+            this.#queries.outcomes,
             [ids],
             'an outcome look-up',
           );

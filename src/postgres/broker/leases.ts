@@ -7,13 +7,13 @@
  * is ended here as a nack timeout at its end; a lease the database no longer shows as this delivery's (it ran out
  * while this process was cut off, and another process redelivered it) is lost: the broker tells the worker to stop.
  */
-import type { Evaluation } from '../broker/evaluation.js';
-import { DeadlineQueue, type DeadlineNode } from '../broker/deadline-queue.js';
-import type { LeaseKeeper } from '../backend/broker-backend.js';
-import type { Clock } from '../clock.js';
-import type { Logger } from '../observability/logger.js';
-import type { Database } from './database.js';
-import type { SchemaNames } from './names.js';
+import type { Evaluation } from '../../broker/evaluation.js';
+import { DeadlineQueue, type DeadlineNode } from '../../broker/deadline-queue.js';
+import type { LeaseKeeper } from '../../backend/broker-backend.js';
+import type { Clock } from '../../clock.js';
+import type { Logger } from '../../observability/logger.js';
+import type { Database } from '../database.js';
+import type { BrokerQueries } from './queries.js';
 
 export class Held implements DeadlineNode {
   readonly id: string;
@@ -71,7 +71,7 @@ const ERROR_RETRY_MS = 250;
 
 export class Leases {
   readonly #db: Database;
-  readonly #names: SchemaNames;
+  readonly #queries: BrokerQueries;
   readonly #clock: Clock;
   readonly #logger: Logger;
   readonly #nackTimeoutMs: number;
@@ -85,9 +85,9 @@ export class Leases {
   #flushing = false;
   #closed = false;
 
-  constructor(db: Database, names: SchemaNames, clock: Clock, logger: Logger, nackTimeoutMs: number, events: LeaseEvents) {
+  constructor(db: Database, queries: BrokerQueries, clock: Clock, logger: Logger, nackTimeoutMs: number, events: LeaseEvents) {
     this.#db = db;
-    this.#names = names;
+    this.#queries = queries;
     this.#clock = clock;
     this.#logger = logger;
     this.#nackTimeoutMs = nackTimeoutMs;
@@ -216,7 +216,6 @@ export class Leases {
   }
 
   async #extend(batch: Extension[]): Promise<void> {
-    const S = this.#names.S;
     const live: Extension[] = [];
     for (const x of batch) {
       // Asked for before its end was: not extended now.
@@ -228,14 +227,7 @@ export class Leases {
     let extended: Set<string>;
     try {
       const rows = await this.#db.query<{ token: string }>(
-        `WITH x AS (SELECT * FROM unnest($1::text[], $2::text[], $3::float8[]) AS x(id, token, ms)),
-         locked AS MATERIALIZED (
-           SELECT e.id, x.ms FROM ${S}.evals e JOIN x ON e.id = x.id AND e.token = x.token
-            WHERE e.id = ANY($1::text[]) AND e.state = 'unacked' AND e.lease_until > clock_timestamp()
-            FOR UPDATE OF e SKIP LOCKED)
-         UPDATE ${S}.evals e SET lease_until = clock_timestamp() + locked.ms * interval '1 millisecond'
-           FROM locked WHERE e.id = ANY(ARRAY(SELECT id FROM locked)) AND e.id = locked.id
-         RETURNING e.token`,
+        this.#queries.extendLeases,
         [live.map((x) => x.held.id), live.map((x) => x.held.token), live.map((x) => x.ms)],
         'a lease extension',
       );
@@ -271,7 +263,7 @@ export class Leases {
     let rows: { token: string; state: string; live: boolean }[];
     try {
       rows = await this.#db.query<{ token: string; state: string; live: boolean }>(
-        `SELECT token, state, coalesce(lease_until > clock_timestamp(), false) AS live FROM ${this.#names.S}.evals WHERE id = ANY($1::text[])`,
+        this.#queries.leaseCheck,
         [missing.map((x) => x.held.id)],
         'a lease check',
       );

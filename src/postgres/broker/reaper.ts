@@ -5,11 +5,12 @@
  * batches. A pass runs when the earliest lease end or delay in the whole schema comes due (each pass asks the
  * database for it), and at least every `pollMs`.
  */
-import type { Clock, TimerHandle } from '../clock.js';
-import type { Logger } from '../observability/logger.js';
-import type { Database } from './database.js';
-import type { SchemaNames } from './names.js';
-import type { LeaseSettings } from './broker/lease-settings.js';
+import type { Clock, TimerHandle } from '../../clock.js';
+import type { Logger } from '../../observability/logger.js';
+import type { Database } from '../database.js';
+import type { SchemaNames } from '../names.js';
+import type { LeaseSettings } from './lease-settings.js';
+import { brokerQueries, REAP_BATCH, type BrokerQueries } from './queries.js';
 
 export interface ReaperEvents {
   /** A lease ran out and was ended by this pass; `holder` is the process that held it. */
@@ -18,8 +19,6 @@ export interface ReaperEvents {
   readonly ready: () => void;
 }
 
-/** Rows per batch. */
-const BATCH = 500;
 /** Settled evaluations (acked, removed, superseded) are kept this long for outcome look-ups, ms. */
 export const OUTCOME_RETENTION_MS = 3_600_000;
 /**
@@ -51,7 +50,7 @@ function lostSlotRace(error: unknown): boolean {
 
 export class Reaper {
   readonly #db: Database;
-  readonly #names: SchemaNames;
+  readonly #queries: BrokerQueries;
   readonly #clock: Clock;
   readonly #logger: Logger;
   readonly #pollMs: number;
@@ -65,7 +64,7 @@ export class Reaper {
 
   constructor(db: Database, names: SchemaNames, clock: Clock, logger: Logger, pollMs: number, settings: LeaseSettings, nodeId: string, events: ReaperEvents) {
     this.#db = db;
-    this.#names = names;
+    this.#queries = brokerQueries(names.S);
     this.#clock = clock;
     this.#logger = logger;
     this.#pollMs = pollMs;
@@ -110,14 +109,9 @@ export class Reaper {
           ready = true;
         }
         if (ready) this.#events.ready();
-        full = rows.length >= BATCH;
+        full = rows.length >= REAP_BATCH;
       } while (full && !this.#closed);
-      const [due] = await this.#db.query<{ lease_ms: number | null; due_ms: number | null }>(
-        `SELECT extract(epoch FROM (SELECT min(lease_until) FROM ${this.#names.S}.evals WHERE state = 'unacked') - now()) * 1000 AS lease_ms,
-                extract(epoch FROM (SELECT min(due_at) FROM ${this.#names.S}.evals WHERE state = 'waiting') - now()) * 1000 AS due_ms`,
-        [],
-        'a reaper look-ahead',
-      );
+      const [due] = await this.#db.query<{ lease_ms: number | null; due_ms: number | null }>(this.#queries.nextDue, [], 'a reaper look-ahead');
       for (const ms of [due?.lease_ms, due?.due_ms]) {
         // A millisecond past the end: the reaper's test is `<= now()`.
         if (ms !== null && ms !== undefined) next = Math.min(next, Number(ms) + 1);
@@ -138,8 +132,8 @@ export class Reaper {
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.#db.query<ReapRow>(
-          `SELECT * FROM ${this.#names.S}.reap($1, $2, $3, $4, $5)`,
-          [BATCH, s.deliveryLimit, s.initialNackDelayMs, s.subsequentNackDelayMs, this.#nodeId],
+          this.#queries.reap,
+          [REAP_BATCH, s.deliveryLimit, s.initialNackDelayMs, s.subsequentNackDelayMs, this.#nodeId],
           'a reaper pass',
         );
       } catch (error) {
@@ -150,21 +144,8 @@ export class Reaper {
   }
 
   async #cleanup(): Promise<void> {
-    const S = this.#names.S;
-    await this.#db.query(
-      `DELETE FROM ${S}.evals WHERE id IN (
-         SELECT id FROM ${S}.evals WHERE state IN ('acked', 'removed', 'cancelable')
-            AND settled_at < now() - $1::float8 * interval '1 millisecond'
-          LIMIT ${BATCH * 10} FOR UPDATE SKIP LOCKED)`,
-      [OUTCOME_RETENTION_MS],
-      'an outcome cleanup',
-    );
-    await this.#db.query(
-      `DELETE FROM ${S}.state_log WHERE index <= (SELECT index FROM ${S}.state_counter) - $1 AND index IN (
-         SELECT index FROM ${S}.state_log ORDER BY index LIMIT ${BATCH * 10})`,
-      [LOG_RETENTION],
-      'a log compaction',
-    );
+    await this.#db.query(this.#queries.deleteSettled, [OUTCOME_RETENTION_MS], 'an outcome cleanup');
+    await this.#db.query(this.#queries.compactLog, [LOG_RETENTION], 'a log compaction');
   }
 
   async close(): Promise<void> {
