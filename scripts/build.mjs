@@ -1,5 +1,5 @@
 // The build: a clean dist/, the TypeScript compiled, and the files the code reads at run time (the PostgreSQL
-// migrations) copied beside the modules that read them.
+// migrations, the dashboard's page) copied beside the modules that read them.
 import { execFileSync } from 'node:child_process';
 import { cpSync, readdirSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -15,10 +15,10 @@ try {
 }
 copyAssets(join(root, 'src'), join(root, 'dist', 'src'));
 
-/** Copies every `.sql` file under `from` to the same place under `to`. */
-function copyAssets(from, to) {
+/** Copies every `.sql` file, and every file of an `assets` folder, under `from` to the same place under `to`. */
+function copyAssets(from, to, inAssets = false) {
   for (const entry of readdirSync(from, { withFileTypes: true })) {
-    if (entry.isDirectory()) copyAssets(join(from, entry.name), join(to, entry.name));
-    else if (entry.name.endsWith('.sql')) cpSync(join(from, entry.name), join(to, entry.name));
+    if (entry.isDirectory()) copyAssets(join(from, entry.name), join(to, entry.name), inAssets || entry.name === 'assets');
+    else if (inAssets || entry.name.endsWith('.sql')) cpSync(join(from, entry.name), join(to, entry.name));
   }
 }

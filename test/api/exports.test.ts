@@ -119,6 +119,11 @@ const EXPECTED: Readonly<Record<string, Readonly<Record<string, Kind>>>> = {
     TaskView: 'interface',
     ThreadView: 'interface',
   },
+  './dashboard': {
+    createDashboard: 'function',
+    DashboardHandler: 'interface',
+    DashboardOptions: 'interface',
+  },
   './tasks': {
     CatchUpPolicy: 'type',
     DesiredState: 'interface',

@@ -47,7 +47,7 @@ const FLOORS: readonly (readonly string[])[] = [
   ['src/events.ts', 'src/observability/', 'src/protocol/', 'src/backend/', 'src/broker/', 'src/state/', 'src/tasks/', 'src/pool/', 'src/thread/'],
   ['src/memory/', 'src/postgres/'],
   ['src/engine/'],
-  ['src/index.ts', 'src/admin/'],
+  ['src/index.ts', 'src/admin/', 'src/dashboard/'],
 ];
 const floorOf = (m: string): number => FLOORS.findIndex((floor) => floor.some((p) => (p.endsWith('/') ? m.startsWith(p) : m === p)));
 
