@@ -23,6 +23,8 @@ export interface CliOptions {
   /** Run on PostgreSQL (this connection string), with `processes` engine processes sharing one schema. */
   readonly postgres: string | undefined;
   readonly processes: number;
+  /** Serve the dashboard on 127.0.0.1 (`--dashboard`), on this port (0: any free one). */
+  readonly dashboardPort: number | undefined;
 }
 
 export class UsageError extends Error {
@@ -55,7 +57,9 @@ Flags:
   --threads N            pool threads (default: ${defaultThreads()}, this machine's parallelism; 1 per process with --postgres)
   --workers N            scheduling workers, evaluations in flight (default: threads x ${defaults.workersPerThread};
                          the engine's own default is threads x ${engineDefaults.workersPerThread})
-  --duration S           seconds of load before the report (default: ${defaults.durationS})
+  --duration S           seconds of load before the report (default: ${defaults.durationS}); 0 runs until Ctrl-C
+  --dashboard            serve the live dashboard on 127.0.0.1 and print its URL (see --dashboard-port)
+  --dashboard-port N     the dashboard's port (default: any free one); implies --dashboard
   --rate N               evaluations enqueued per second (default: ${defaults.rate})
   --nodes N              simulated nodes (default: ${defaults.nodes})
   --jobs N               distinct jobs; registrations cycle through them (default: ${defaults.jobs})
@@ -104,6 +108,8 @@ export function parseCli(argv: readonly string[]): CliOptions {
         headless: { type: 'boolean' },
         postgres: { type: 'string' },
         processes: { type: 'string' },
+        dashboard: { type: 'boolean' },
+        'dashboard-port': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -113,10 +119,13 @@ export function parseCli(argv: readonly string[]): CliOptions {
   const str = (key: string): string | undefined => values[key] as string | undefined;
 
   const durationRaw = str('duration');
-  const durationS = durationRaw === undefined ? defaults.durationS : Number(durationRaw);
-  if (durationRaw !== undefined && (durationRaw.trim() === '' || !Number.isFinite(durationS) || durationS <= 0 || durationS > 86_400)) {
-    throw new UsageError(`--duration expects a number of seconds > 0 and <= 86400, got ${JSON.stringify(durationRaw)}`);
+  // 0: until Ctrl-C (Infinity).
+  const durationS = durationRaw === undefined ? defaults.durationS : Number(durationRaw) === 0 && durationRaw.trim() !== '' ? Number.POSITIVE_INFINITY : Number(durationRaw);
+  if (durationRaw !== undefined && (durationRaw.trim() === '' || Number.isNaN(durationS) || durationS <= 0 || (Number.isFinite(durationS) && durationS > 86_400))) {
+    throw new UsageError(`--duration expects a number of seconds > 0 and <= 86400, or 0 to run until Ctrl-C, got ${JSON.stringify(durationRaw)}`);
   }
+  const dashboardPortRaw = str('dashboard-port');
+  const dashboardPort = values['dashboard'] === true || dashboardPortRaw !== undefined ? integer('dashboard-port', dashboardPortRaw, 0, 65_535, 0) : undefined;
   const logLevel = str('log-level') ?? defaults.logLevel;
   if (!LOG_LEVELS.includes(logLevel)) {
     throw new UsageError(`--log-level expects one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logLevel)}`);
@@ -148,5 +157,6 @@ export function parseCli(argv: readonly string[]): CliOptions {
     help: values['help'] === true,
     postgres,
     processes: integer('processes', str('processes'), 1, 64, 3),
+    dashboardPort,
   };
 }

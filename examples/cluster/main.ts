@@ -12,6 +12,7 @@ import { createEngine } from '../../src/index.js';
 import { parseCli, usage, UsageError, type CliOptions } from './cli.js';
 import { auditCapacity, seedNodes, seededRandom } from './cluster-state.js';
 import { CronTasks, Handlers } from './cron-tasks.js';
+import { serveDashboard, type DashboardServer } from './dashboard-server.js';
 import { createFitCheck } from './evaluate-plan.js';
 import { LoadGenerator } from './load-generator.js';
 import { createLogger } from './logger.js';
@@ -55,7 +56,8 @@ function runFor(ms: number): Promise<void> {
       process.off('SIGINT', done);
       resolve();
     };
-    const timer = setTimeout(done, ms);
+    // Infinite (`--duration 0`): until Ctrl-C.
+    const timer = Number.isFinite(ms) ? setTimeout(done, ms) : undefined;
     process.once('SIGINT', done);
   });
 }
@@ -102,6 +104,12 @@ async function main(): Promise<void> {
   const cron = new CronTasks({ engine, stream: new NodeMetricsStream(cli.nodes, random), logger, lateMs: LATE_MS });
   await engine.start();
 
+  let dashboard: DashboardServer | undefined;
+  if (cli.dashboardPort !== undefined) {
+    dashboard = await serveDashboard(engine, cli.dashboardPort);
+    process.stderr.write(`dashboard: ${dashboard.url}\n`);
+    logger.info({ url: dashboard.url }, 'serving the dashboard');
+  }
   let metrics: MetricsServer | undefined;
   if (cli.metricsPort !== undefined) {
     metrics = await serveMetrics(engine.options.registry, cli.metricsPort);
@@ -157,6 +165,7 @@ async function main(): Promise<void> {
   const elapsedS = (performance.now() - started) / 1000;
   stats.reapSuperseded();
   await metrics?.close();
+  await dashboard?.close();
 
   const brokerStats = engine.broker.stats();
   const inBroker = brokerRemainder(brokerStats);

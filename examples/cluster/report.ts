@@ -192,7 +192,7 @@ export function formatProgress(fields: {
   const f = fields;
   const rate = f.elapsedS > 0 ? f.done / f.elapsedS : 0;
   return (
-    `[${f.elapsedS.toFixed(1).padStart(5)}/${f.durationS}s] evaluations ${int(f.done)} (${int(rate)}/s)` +
+    `[${f.elapsedS.toFixed(1).padStart(5)}/${Number.isFinite(f.durationS) ? f.durationS : "∞"}s] evaluations ${int(f.done)} (${int(rate)}/s)` +
     ` | placements ${int(f.placements)} | conflicts ${int(f.conflicts)}, refreshes ${int(f.refreshes)} | backlog ${int(f.backlog)}` +
     ` | runs on time ${int(f.runsOnTime)}/${int(f.runsStarted)}`
   );
