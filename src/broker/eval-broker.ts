@@ -607,7 +607,10 @@ export class EvalBroker implements BrokerBackend, BrokerAdmin {
 
   /** A page of the evaluations in one state, in enqueue order (see `BrokerAdmin`). */
   listEvaluations(query: EvaluationQuery): EvaluationPage {
-    return pageOf(this.#evals.values(), checkQuery(query, parseMemoryCursor));
+    const q = checkQuery(query, parseMemoryCursor);
+    // A state with nothing in it needs no walk over the others.
+    const held = { ready: this.#totalReady, failed: this.#totalFailed, unacked: this.#totalUnacked, pending: this.#totalPending, delayed: this.#totalWaiting }[q.state];
+    return held === 0 ? { items: [], nextCursor: undefined } : pageOf(this.#evals.values(), q);
   }
 
   evaluationDetail(id: string): EvaluationDetail | undefined {
