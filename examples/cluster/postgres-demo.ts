@@ -13,6 +13,7 @@ import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { createEngine } from '../../src/index.js';
 import { postgresBackend } from '../../src/postgres/index.js';
+import { serveDashboard, type DashboardServer } from './dashboard-server.js';
 import type { CliOptions } from './cli.js';
 import { auditCapacity, generateNode, seededRandom } from './cluster-state.js';
 import { Table, tables, type JobRecord } from './model.js';
@@ -64,8 +65,14 @@ export async function runPostgresDemo(cli: CliOptions, url: string): Promise<voi
   // The front only enqueues: its workers never dequeue.
   front.pauseWorkers();
   const children: Child[] = [];
+  let dashboard: DashboardServer | undefined;
   try {
     await front.start();
+    // The dashboard shows the whole cluster (the broker and the tasks are the schema's), through the front's engine.
+    if (cli.dashboardPort !== undefined) {
+      dashboard = await serveDashboard(front, cli.dashboardPort);
+      process.stderr.write(`dashboard: ${dashboard.url}\n`);
+    }
     await front.state.write((txn) => {
       for (let n = 1; n <= cli.nodes; n++) {
         const node = generateNode(random, n);
@@ -123,7 +130,8 @@ export async function runPostgresDemo(cli: CliOptions, url: string): Promise<voi
         process.off('SIGINT', done);
         resolve();
       };
-      const end = setTimeout(done, cli.durationS * 1000);
+      // Infinite (`--duration 0`): until Ctrl-C.
+      const end = Number.isFinite(cli.durationS) ? setTimeout(done, cli.durationS * 1000) : undefined;
       process.once('SIGINT', done);
     });
     clearInterval(timer);
@@ -181,6 +189,7 @@ export async function runPostgresDemo(cli: CliOptions, url: string): Promise<voi
     process.stdout.write(lines.join('\n'));
   } finally {
     for (const child of children) if (child.process.exitCode === null) child.process.kill('SIGKILL');
+    await dashboard?.close();
     await front.stop();
     await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);
     await admin.end();
