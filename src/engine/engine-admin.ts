@@ -115,30 +115,28 @@ export class EngineAdmin {
 
   /** Replays every failed evaluation of `type` that is not in flight (up to `MAX_BULK`); answers how many. */
   replayFailed(type: string, options?: ActorOptions): Promise<number> {
-    return answer(async () => {
-      const by = actor(options);
-      const broker = this.#broker();
-      let count = 0;
-      for (const id of await broker.failedIds(nonEmpty('type', type), MAX_BULK)) {
-        if (await broker.replay(id)) {
-          count++;
-          this.#changed('admin:replay', { id, by });
-        }
-      }
-      return count;
-    });
+    return this.#eachFailed(type, options, 'admin:replay', (broker, id) => broker.replay(id));
   }
 
   /** Discards every failed evaluation of `type` that is not in flight (up to `MAX_BULK`); answers how many. */
   discardFailed(type: string, options?: ActorOptions): Promise<number> {
+    return this.#eachFailed(type, options, 'admin:discard', (broker, id, by) => broker.remove(id, undefined, new Error(`discarded by ${by}`)));
+  }
+
+  #eachFailed(
+    type: string,
+    options: ActorOptions | undefined,
+    event: 'admin:replay' | 'admin:discard',
+    act: (broker: BrokerAdmin & BrokerBackend, id: string, by: string) => boolean | PromiseLike<boolean>,
+  ): Promise<number> {
     return answer(async () => {
       const by = actor(options);
       const broker = this.#broker();
       let count = 0;
       for (const id of await broker.failedIds(nonEmpty('type', type), MAX_BULK)) {
-        if (await broker.remove(id, undefined, new Error(`discarded by ${by}`))) {
+        if (await act(broker, id, by)) {
           count++;
-          this.#changed('admin:discard', { id, by });
+          this.#changed(event, { id, by });
         }
       }
       return count;
