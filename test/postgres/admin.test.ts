@@ -143,7 +143,10 @@ test('a type paused in one process is paused in every process; resumed from anot
 test('a failed evaluation shows its delivery and error; replayed, it runs again and is acked', { skip }, async () => {
   const [engine] = await cluster(1);
   const file = missing('f1');
-  await failed(engine!, ['f1'], file);
+  const seen = failures(events(engine!), 1);
+  // Its `done` is first read after the replay: it settles with the new outcome, not the failure.
+  const handle = engine!.enqueue(evaluation('f1', 'flaky', { file }));
+  await seen;
   const listed = await engine!.admin.evaluations({ state: 'failed', type: 'flaky' });
   assert.deepEqual(listed.items.map((e) => [e.id, e.state, e.deliveries]), [['f1', 'failed', 1]]);
   const detail = (await engine!.admin.evaluation('f1'))!;
@@ -159,8 +162,6 @@ test('a failed evaluation shows its delivery and error; replayed, it runs again 
   const replays: string[] = [];
   engine!.admin.events.on('admin:replay', ({ id, by }) => replays.push(`${id} by ${by}`));
   const acked = acks(events(engine!), 1);
-  const handle = engine!.enqueue(evaluation('f1', 'flaky', { file }));
-  await handle.accepted;
   assert.equal(await engine!.admin.replay('f1', { by: 'dashboard:alice' }), true);
   // `done` read after the replay settles with the new outcome.
   assert.equal((await handle.done).status, 'acked');
