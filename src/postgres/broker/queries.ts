@@ -103,7 +103,8 @@ const LISTED: Record<AdminEvaluationState, string> = {
  * A page of evaluations in enqueue order (`seq`): `limit + 1` rows, so that the caller sees whether there is more.
  * One text per shape, so that each is planned for the index it can use: a cursor bounds the index scan, and a type
  * filter on ready rows also names the queue (the type's, for every ready row that is not failed), which lets the
- * planner read `evals_ready` instead when the type is rare. Parameters in order: cursor, type, namespace, job, limit
+ * planner read `evals_ready` instead when the type is rare, and a job filter on them reads `evals_one_per_job` when
+ * the namespace is given too. Parameters in order: cursor, type, namespace, job, limit
  * (those the shape has).
  */
 function listEvaluationsQuery(E: string, shape: ListShape): string {
@@ -120,6 +121,8 @@ function listEvaluationsQuery(E: string, shape: ListShape): string {
   }
   if (shape.namespace) where.push(`namespace = ${param('text')}`);
   if (shape.jobId) where.push(`job_id = ${param('text')}`);
+  // Every ready row that is not failed holds its job's slot: a job's ready row is then one look-up in evals_one_per_job.
+  if (shape.jobId && shape.state === 'ready') where.push('holds_slot');
   return `SELECT id, namespace, job_id, type, priority, deliveries, seq FROM ${E}
      WHERE ${where.join(' AND ')} ORDER BY seq ${shape.newest ? 'DESC' : 'ASC'} LIMIT ${param('int')}`;
 }
