@@ -66,7 +66,7 @@ export class PgHandle implements EvaluationHandle {
   /** The evaluation as this process enqueued it (for `rejectOutcomes`' reason). */
   readonly evaluation: Evaluation;
   readonly #accepted = new LazyOutcome<void>();
-  readonly #done = new LazyOutcome<EvaluationOutcome>();
+  #done = new LazyOutcome<EvaluationOutcome>();
   readonly #onRead: (handle: PgHandle) => void;
 
   constructor(evaluation: Evaluation, onRead: (handle: PgHandle) => void) {
@@ -114,6 +114,14 @@ export class PgHandle implements EvaluationHandle {
   rejected(error: Error | (() => Error)): boolean {
     this.#accepted.resolve(undefined);
     return this.#done.reject(error);
+  }
+
+  /**
+   * The evaluation runs again (a failed one replayed): `done` read from now on settles with its new outcome; a `done`
+   * read before keeps the old one.
+   */
+  reopen(): void {
+    this.#done = new LazyOutcome<EvaluationOutcome>();
   }
 
   /** Gives up waiting without an outcome (the engine stopped): the evaluation itself stays where it is. */

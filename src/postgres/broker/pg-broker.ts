@@ -14,6 +14,7 @@ import { randomUUID } from 'node:crypto';
 import type { BrokerSettings } from '../../backend/backend.js';
 import type { BrokerBackend, DequeueCallback, LeaseKeeper } from '../../backend/broker-backend.js';
 import { assertCallback, assertEnabled, assertId, assertKeyTypes, assertOutcomeReason, assertWait, maxRefusal } from '../../broker/arguments.js';
+import type { BrokerAdmin, EvaluationDetail, EvaluationPage, EvaluationQuery } from '../../broker/admin-types.js';
 import type { BrokerEvents } from '../../broker/broker-events.js';
 import type { BrokerStats, Delivery, EvaluationInfo } from '../../broker/broker-types.js';
 import type { Evaluation, EvaluationInput } from '../../broker/evaluation.js';
@@ -29,6 +30,7 @@ import type { Listener } from '../listener.js';
 import type { SchemaNames } from '../names.js';
 import { RoundTripPacer } from '../round-trip-pacer.js';
 import { Acks, type AckOutcome } from './acks.js';
+import { PgAdmin } from './admin.js';
 import { Admission } from './admission.js';
 import { Endings } from './endings.js';
 import { Fetcher } from './fetcher.js';
@@ -62,7 +64,7 @@ export interface PgBrokerOptions {
 /** The longest id, job id, namespace or type, in UTF-8 bytes: the keys' rule (`storable-key.ts`) of both backends. */
 export { MAX_KEY_BYTES };
 
-export class PgBroker implements BrokerBackend {
+export class PgBroker implements BrokerBackend, BrokerAdmin {
   readonly #parts: BrokerParts;
   readonly #switches = new BrokerSwitches();
   readonly #work = new BackgroundWork();
@@ -77,6 +79,7 @@ export class PgBroker implements BrokerBackend {
   readonly #acks: Acks;
   readonly #settlement: Settlement;
   readonly #held: HeldDeliveries;
+  readonly #admin: PgAdmin;
   /** Told of each delivery handed over (the backend makes the replica catch up to its modifyIndex). */
   onDelivery: ((evaluation: Evaluation) => void) | undefined = undefined;
 
@@ -129,6 +132,7 @@ export class PgBroker implements BrokerBackend {
     this.#acks = new Acks({ ...parts, pacing: this.#pacing, endings });
     this.#settlement = new Settlement({ ...parts, endings });
     this.#held = new HeldDeliveries(parts);
+    this.#admin = new PgAdmin(parts);
   }
 
   get events(): TypedEmitter<BrokerEvents> {
@@ -325,6 +329,36 @@ export class PgBroker implements BrokerBackend {
   async #inspect(id: string): Promise<EvaluationInfo | undefined> {
     const [row] = await this.#parts.db.query<InspectRow>(this.#parts.queries.inspect, [id], 'an inspect');
     return row === undefined ? undefined : infoOf(row);
+  }
+
+  // ───────────────────────────── admin (cluster-wide) ─────────────────────────────
+
+  listEvaluations(query: EvaluationQuery): Promise<EvaluationPage> {
+    return this.#admin.listEvaluations(query);
+  }
+
+  evaluationDetail(id: string): Promise<EvaluationDetail | undefined> {
+    return this.#admin.evaluationDetail(id);
+  }
+
+  replay(id: string): Promise<boolean> {
+    return this.#admin.replay(id);
+  }
+
+  failedIds(type: string, limit: number): Promise<readonly string[]> {
+    return this.#admin.failedIds(type, limit);
+  }
+
+  pauseType(type: string): Promise<void> {
+    return this.#admin.pauseType(type);
+  }
+
+  resumeType(type: string): Promise<void> {
+    return this.#admin.resumeType(type);
+  }
+
+  pausedTypes(): Promise<readonly string[]> {
+    return this.#admin.pausedTypes();
   }
 
   pause(): void {

@@ -4,6 +4,7 @@
  * named after what it does; the rules it relies on (the job's lock, the token check, promotion, dead-lettering) live
  * in the schema's functions it calls.
  */
+import type { AdminEvaluationState } from '../../broker/admin-types.js';
 
 /** Rows per reaper batch (`reap`'s `$1`); one cleanup statement deletes up to ten batches' worth. */
 export const REAP_BATCH = 500;
@@ -63,10 +64,72 @@ export interface BrokerQueries {
   readonly deleteSettled: string;
   /** Deletes a batch of the oldest log rows more than `$1` change sets behind the counter. */
   readonly compactLog: string;
+  /** Evaluation `$1` in detail, unless it is over (its delivery times in epoch ms). */
+  readonly evaluationDetail: string;
+  /** Replays failed evaluation `$1` (`replay`): whether it was one, and its origin. */
+  readonly replay: string;
+  /** Up to `$2` ids of failed evaluations of type `$1` that are not in flight, oldest first. */
+  readonly failedIds: string;
+  readonly pauseType: string;
+  readonly resumeType: string;
+  readonly pausedTypes: string;
+  /** A page of one state's evaluations (see `listEvaluationsQuery`). */
+  listEvaluations(shape: ListShape): string;
+}
+
+/** What a listing asks for beyond its parameters' values: which state, which order, which filters are given. */
+export interface ListShape {
+  readonly state: AdminEvaluationState;
+  readonly newest: boolean;
+  readonly cursor: boolean;
+  readonly type: boolean;
+  readonly namespace: boolean;
+  readonly jobId: boolean;
+}
+
+/**
+ * Each admin state as rows: the predicate of its partial index (`evals_*_seq`; 'unacked' reads `evals_leases`, whose
+ * rows are the deliveries in flight, and sorts them).
+ */
+const LISTED: Record<AdminEvaluationState, string> = {
+  ready: `state = 'ready' AND queue <> '_failed'`,
+  failed: `state = 'ready' AND queue = '_failed'`,
+  unacked: `state = 'unacked'`,
+  pending: `state = 'pending'`,
+  delayed: `state = 'waiting'`,
+};
+
+/**
+ * A page of evaluations in enqueue order (`seq`): `limit + 1` rows, so that the caller sees whether there is more.
+ * One text per shape, so that each is planned for the index it can use: a cursor bounds the index scan, and a type
+ * filter on ready rows also names the queue (the type's, for every ready row that is not failed), which lets the
+ * planner read `evals_ready` instead when the type is rare, and a job filter on them reads `evals_one_per_job` when
+ * the namespace is given too. Parameters in order: cursor, type, namespace, job, limit
+ * (those the shape has).
+ */
+function listEvaluationsQuery(E: string, shape: ListShape): string {
+  const where = [LISTED[shape.state]];
+  const params: string[] = [];
+  const param = (cast: string): string => {
+    params.push(cast);
+    return `$${params.length}::${cast}`;
+  };
+  if (shape.cursor) where.push(`seq ${shape.newest ? '<' : '>'} ${param('bigint')}`);
+  if (shape.type) {
+    const type = param('text');
+    where.push(shape.state === 'ready' ? `type = ${type} AND queue = ${type}` : `type = ${type}`);
+  }
+  if (shape.namespace) where.push(`namespace = ${param('text')}`);
+  if (shape.jobId) where.push(`job_id = ${param('text')}`);
+  // Every ready row that is not failed holds its job's slot: a job's ready row is then one look-up in evals_one_per_job.
+  if (shape.jobId && shape.state === 'ready') where.push('holds_slot');
+  return `SELECT id, namespace, job_id, type, priority, deliveries, seq FROM ${E}
+     WHERE ${where.join(' AND ')} ORDER BY seq ${shape.newest ? 'DESC' : 'ASC'} LIMIT ${param('int')}`;
 }
 
 export function brokerQueries(S: string): BrokerQueries {
   const E = `${S}.evals`;
+  const lists = new Map<string, string>();
   const giveBack = (unstand: boolean): string =>
     `WITH back AS (SELECT bool_or(${S}.give_back(x.id, x.token)) AS ok FROM unnest($1::text[], $2::text[]) AS x(id, token))
        ${unstand ? `, unstand AS (DELETE FROM ${S}.waiting_dequeues WHERE holder = $4)` : ''}
@@ -125,5 +188,20 @@ export function brokerQueries(S: string): BrokerQueries {
           LIMIT ${REAP_BATCH * 10} FOR UPDATE SKIP LOCKED)`,
     compactLog: `DELETE FROM ${S}.state_log WHERE index <= (SELECT index FROM ${S}.state_counter) - $1 AND index IN (
          SELECT index FROM ${S}.state_log ORDER BY index LIMIT ${REAP_BATCH * 10})`,
+    evaluationDetail: `SELECT id, namespace, job_id, type, priority, state, queue, deliveries, holds_slot, body, last_reason, failure,
+                holder, extract(epoch FROM leased_at) * 1000 AS leased_ms, extract(epoch FROM ready_at) * 1000 AS ready_ms,
+                extract(epoch FROM settled_at) * 1000 AS settled_ms
+           FROM ${E} WHERE id = $1 AND state IN ('ready', 'pending', 'unacked', 'waiting')`,
+    replay: `SELECT replayed, origin FROM ${S}.replay($1)`,
+    failedIds: `SELECT id FROM ${E} WHERE state = 'ready' AND queue = '_failed' AND type = $1 ORDER BY seq LIMIT $2`,
+    pauseType: `SELECT ${S}.pause_type($1)`,
+    resumeType: `SELECT ${S}.resume_type($1)`,
+    pausedTypes: `SELECT type FROM ${S}.paused_types ORDER BY type`,
+    listEvaluations(shape) {
+      const key = `${shape.state}/${shape.newest}/${shape.cursor}/${shape.type}/${shape.namespace}/${shape.jobId}`;
+      let text = lists.get(key);
+      if (text === undefined) lists.set(key, (text = listEvaluationsQuery(E, shape)));
+      return text;
+    },
   };
 }
