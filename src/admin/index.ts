@@ -8,6 +8,7 @@ export type {
   EvaluationPage,
   EvaluationQuery,
   EvaluationSummary,
+  QueueDepths,
 } from '../broker/admin-types.js';
 export { ADMIN_EVALUATION_STATES, MAX_PAGE_SIZE } from '../broker/admin-types.js';
 export type { ActorOptions, AdminEvents, ProcessView, TaskDetail, TaskView, ThreadView } from '../engine/admin-types.js';

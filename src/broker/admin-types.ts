@@ -74,8 +74,18 @@ export interface EvaluationDetail extends EvaluationSummary {
   readonly history: readonly DeliveryRecord[];
 }
 
+/** How many evaluations are in each state, and ready and unacked per type; each count stops at the cap asked for. */
+export interface QueueDepths {
+  readonly totals: Readonly<Record<AdminEvaluationState, number>>;
+  readonly byType: Readonly<Record<string, { readonly ready: number; readonly unacked: number }>>;
+  /** The cap the counts stop at: a count equal to it means "at least". */
+  readonly cap: number;
+}
+
 /** What a backend's broker offers the admin API. */
 export interface BrokerAdmin {
+  /** Counts by state and type, each up to `cap` (a database counts a bounded number of rows, not a million). */
+  depths(cap: number): QueueDepths | Promise<QueueDepths>;
   listEvaluations(query: EvaluationQuery): EvaluationPage | Promise<EvaluationPage>;
   evaluationDetail(id: string): EvaluationDetail | undefined | Promise<EvaluationDetail | undefined>;
   /** A failed evaluation (not in flight) back to its type's queue with no deliveries counted; false when it is not one. */

@@ -28,7 +28,7 @@ import {
   maxRefusal,
 } from './arguments.js';
 import { hostname } from 'node:os';
-import { errorView, type BrokerAdmin, type DeliveryRecord, type EvaluationDetail, type EvaluationPage, type EvaluationQuery } from './admin-types.js';
+import { errorView, type BrokerAdmin, type DeliveryRecord, type EvaluationDetail, type EvaluationPage, type EvaluationQuery, type QueueDepths } from './admin-types.js';
 import { checkQuery, detailOf, HISTORY_LIMIT, pageOf, parseMemoryCursor } from './admin-views.js';
 import { Entry, EntryState, JobSlot, pendingBefore, ReadyQueue } from './broker-entry.js';
 import type { BrokerEvents } from './broker-events.js';
@@ -611,6 +611,21 @@ export class EvalBroker implements BrokerBackend, BrokerAdmin {
     // A state with nothing in it needs no walk over the others.
     const held = { ready: this.#totalReady, failed: this.#totalFailed, unacked: this.#totalUnacked, pending: this.#totalPending, delayed: this.#totalWaiting }[q.state];
     return held === 0 ? { items: [], nextCursor: undefined } : pageOf(this.#evals.values(), q);
+  }
+
+  /** Exact counts, at most `cap` each (the broker keeps them: no walk). */
+  depths(cap: number): QueueDepths {
+    if (!Number.isSafeInteger(cap) || cap < 1) throw new InvalidArgumentError('cap', 'an integer >= 1', cap);
+    const at = (n: number): number => Math.min(n, cap);
+    const byType: Record<string, { ready: number; unacked: number }> = {};
+    for (const queue of this.#queues.values()) {
+      if (!queue.failed) byType[queue.name] = { ready: at(queue.line.size), unacked: at(queue.unacked) };
+    }
+    return {
+      totals: { ready: at(this.#totalReady), unacked: at(this.#totalUnacked), pending: at(this.#totalPending), delayed: at(this.#totalWaiting), failed: at(this.#totalFailed) },
+      byType,
+      cap,
+    };
   }
 
   evaluationDetail(id: string): EvaluationDetail | undefined {

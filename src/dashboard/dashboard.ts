@@ -47,6 +47,8 @@ const INDEX = new URL('./assets/index.html', import.meta.url).pathname;
 /** A payload is shown as JSON text, cut at this many characters. */
 const MAX_PAYLOAD_TEXT = 64 * 1024;
 const MAX_BODY_BYTES = 16 * 1024;
+/** Counts the page shows stop here ("10,000+"): a database answers them in milliseconds at any size. */
+const DEPTH_CAP = 10_000;
 
 class HttpError extends Error {
   constructor(
@@ -114,18 +116,18 @@ export function createDashboard(engine: Engine<Backend>, options?: DashboardOpti
     registry: engine.options.registry,
     finished: () => engine.stats().workers.reduce((sum, w) => sum + w.processed, 0),
     depths: async () => {
-      const s = await engine.broker.stats();
-      return { ready: s.totalReady, unacked: s.totalUnacked, failed: s.totalFailed };
+      const { totals } = await admin.depths(DEPTH_CAP);
+      return { ready: totals.ready, unacked: totals.unacked, failed: totals.failed };
     },
   });
 
   async function overview(): Promise<unknown> {
-    const stats = await engine.broker.stats();
-    const [paused, threads, processes] = await Promise.all([admin.pausedTypes(), admin.threads(), admin.processes()]);
+    const [depths, paused, threads, processes] = await Promise.all([admin.depths(DEPTH_CAP), admin.pausedTypes(), admin.threads(), admin.processes()]);
     return {
       title,
-      totals: { ready: stats.totalReady, unacked: stats.totalUnacked, pending: stats.totalPending, delayed: stats.totalWaiting, failed: stats.totalFailed },
-      byType: stats.byScheduler,
+      totals: depths.totals,
+      byType: depths.byType,
+      cap: depths.cap,
       paused,
       series: live.points(),
       threads,

@@ -8,7 +8,7 @@
  */
 import { hostname } from 'node:os';
 import type { BrokerBackend } from '../backend/broker-backend.js';
-import type { BrokerAdmin, EvaluationDetail, EvaluationPage, EvaluationQuery } from '../broker/admin-types.js';
+import type { BrokerAdmin, EvaluationDetail, EvaluationPage, EvaluationQuery, QueueDepths } from '../broker/admin-types.js';
 import { InvalidArgumentError, InvalidStateError, TaskNotFoundError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import type { Logger } from '../observability/logger.js';
@@ -82,6 +82,11 @@ export class EngineAdmin {
   /** A page of the evaluations in one state (`ready`, `unacked`, `pending`, `delayed`, `failed`). */
   evaluations(query: EvaluationQuery): Promise<EvaluationPage> {
     return answer(() => this.#broker().listEvaluations(query));
+  }
+
+  /** How many evaluations are in each state, and ready and unacked per type; each count stops at `cap` (default 10,000). */
+  depths(cap = 10_000): Promise<QueueDepths> {
+    return answer(() => this.#broker().depths(cap));
   }
 
   /** One evaluation the broker holds, in detail with its deliveries; undefined when it holds none by that id. */

@@ -33,6 +33,10 @@ test('evaluations of one state come a page at a time, newest or oldest first, fi
   assert.deepEqual(await ids({ state: 'pending', order: 'oldest' }), [['w2', 'w4', 'w6']]);
   assert.deepEqual(await ids({ state: 'pending', jobId: 'even', limit: 1 }), [['w6'], ['w4'], ['w2']]);
   assert.deepEqual(await ids({ state: 'ready', type: 'other' }), [[]]);
+  // Counts by state and type, each stopped at the cap asked for.
+  assert.deepEqual(await engine.admin.depths(), { totals: { ready: 4, unacked: 0, pending: 3, delayed: 0, failed: 0 }, byType: { work: { ready: 4, unacked: 0 } }, cap: 10_000 });
+  assert.deepEqual((await engine.admin.depths(2)).totals, { ready: 2, unacked: 0, pending: 2, delayed: 0, failed: 0 });
+  await assert.rejects(engine.admin.depths(0), { code: 'ERR_INVALID_ARGUMENT' });
   const [first] = (await engine.admin.evaluations({ state: 'ready', limit: 1 })).items;
   assert.deepEqual(first, { id: 'w5', namespace: 'default', jobId: 'odd5', type: 'work', priority: 50, state: 'ready', deliveries: 0 });
 });

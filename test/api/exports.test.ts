@@ -115,6 +115,7 @@ const EXPECTED: Readonly<Record<string, Readonly<Record<string, Kind>>>> = {
     MAX_BULK: 'const',
     MAX_PAGE_SIZE: 'const',
     ProcessView: 'interface',
+    QueueDepths: 'interface',
     TaskDetail: 'interface',
     TaskView: 'interface',
     ThreadView: 'interface',

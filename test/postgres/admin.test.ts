@@ -89,6 +89,10 @@ test('evaluations of one state come a page at a time, newest or oldest first, fi
   assert.deepEqual(await ids({ state: 'pending', namespace: 'default', jobId: 'even', order: 'oldest', limit: 2 }), [['w2', 'w4'], ['w6']]);
   assert.deepEqual(await ids({ state: 'ready', type: 'work', order: 'oldest', limit: 4 }), [['w0', 'w1', 'w3', 'w5']]);
   assert.deepEqual(await ids({ state: 'ready', type: 'other' }), [[]]);
+  // Counts by state and type, each stopped at the cap asked for.
+  assert.deepEqual(await engine!.admin.depths(), { totals: { ready: 4, unacked: 0, pending: 3, delayed: 0, failed: 0 }, byType: { work: { ready: 4, unacked: 0 } }, cap: 10_000 });
+  assert.deepEqual((await engine!.admin.depths(2)).totals, { ready: 2, unacked: 0, pending: 2, delayed: 0, failed: 0 });
+  await assert.rejects(engine!.admin.depths(0), { code: 'ERR_INVALID_ARGUMENT' });
   assert.deepEqual(await ids({ state: 'ready', namespace: 'elsewhere' }), [[]]);
   assert.deepEqual(await ids({ state: 'unacked' }), [[]]);
   assert.deepEqual(await ids({ state: 'delayed' }), [[]]);

@@ -88,14 +88,15 @@
   function renderOverview(o) {
     const totals = $('totals');
     totals.replaceChildren();
+    const count = (n) => (n >= o.cap ? `${n.toLocaleString('en')}+` : String(n));
     for (const [name, value] of Object.entries(o.totals)) {
       const box = el('div', undefined, { 'data-test': `total-${name}` });
-      box.append(el('span', name), el('b', value));
+      box.append(el('span', name), el('b', count(value)));
       totals.append(box);
     }
     draw(o.series);
     const paused = new Set(o.paused);
-    const types = new Set([...Object.keys(o.byType).filter((t) => t !== '_failed'), ...paused]);
+    const types = new Set([...Object.keys(o.byType), ...paused]);
     const queues = $('queues').tBodies[0];
     queues.replaceChildren();
     for (const type of [...types].sort()) {
@@ -104,7 +105,7 @@
       const action = isPaused
         ? button('resume', `resume-${type}`, () => api(`types/${enc(type)}/resume`, 'POST'))
         : button('pause', `pause-${type}`, () => api(`types/${enc(type)}/pause`, 'POST'));
-      queues.append(row([type, counts.ready, counts.unacked, el('span', isPaused ? 'paused' : 'running', { class: isPaused ? 'paused' : '' }), action], { 'data-test': `queue-${type}` }));
+      queues.append(row([type, count(counts.ready), count(counts.unacked), el('span', isPaused ? 'paused' : 'running', { class: isPaused ? 'paused' : '' }), action], { 'data-test': `queue-${type}` }));
     }
     const threads = $('threads').tBodies[0];
     threads.replaceChildren();

@@ -14,6 +14,7 @@ import {
   type EvaluationDetail,
   type EvaluationPage,
   type EvaluationQuery,
+  type QueueDepths,
 } from '../../broker/admin-types.js';
 import { checkQuery } from '../../broker/admin-views.js';
 import { assertId } from '../../broker/arguments.js';
@@ -105,6 +106,19 @@ export class PgAdmin {
     const page = rows.slice(0, q.limit);
     const items = page.map((r) => ({ id: r.id, namespace: r.namespace, jobId: r.job_id, type: r.type, priority: r.priority, state: q.state, deliveries: r.deliveries }));
     return { items, nextCursor: rows.length > q.limit ? pgCursor(Number(page[page.length - 1]!.seq)) : undefined };
+  }
+
+  /** Counts by state and type, each state's scan stopped at `cap` rows. */
+  async depths(cap: number): Promise<QueueDepths> {
+    if (!Number.isSafeInteger(cap) || cap < 1) throw new InvalidArgumentError('cap', 'an integer >= 1', cap);
+    const rows = await this.#parts.db.query<{ state: AdminEvaluationState; queue: string; n: number }>(this.#parts.queries.depths, [cap], 'queue depths');
+    const totals: Record<AdminEvaluationState, number> = { ready: 0, unacked: 0, pending: 0, delayed: 0, failed: 0 };
+    const byType: Record<string, { ready: number; unacked: number }> = {};
+    for (const { state, queue, n } of rows) {
+      totals[state] += n;
+      if ((state === 'ready' || state === 'unacked') && queue !== '_failed') (byType[queue] ??= { ready: 0, unacked: 0 })[state] += n;
+    }
+    return { totals, byType, cap };
   }
 
   async evaluationDetail(id: string): Promise<EvaluationDetail | undefined> {

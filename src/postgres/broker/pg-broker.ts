@@ -14,7 +14,7 @@ import { randomUUID } from 'node:crypto';
 import type { BrokerSettings } from '../../backend/backend.js';
 import type { BrokerBackend, DequeueCallback, LeaseKeeper } from '../../backend/broker-backend.js';
 import { assertCallback, assertEnabled, assertId, assertKeyTypes, assertOutcomeReason, assertWait, maxRefusal } from '../../broker/arguments.js';
-import type { BrokerAdmin, EvaluationDetail, EvaluationPage, EvaluationQuery } from '../../broker/admin-types.js';
+import type { BrokerAdmin, EvaluationDetail, EvaluationPage, EvaluationQuery, QueueDepths } from '../../broker/admin-types.js';
 import type { BrokerEvents } from '../../broker/broker-events.js';
 import type { BrokerStats, Delivery, EvaluationInfo } from '../../broker/broker-types.js';
 import type { Evaluation, EvaluationInput } from '../../broker/evaluation.js';
@@ -332,6 +332,10 @@ export class PgBroker implements BrokerBackend, BrokerAdmin {
   }
 
   // ───────────────────────────── admin (cluster-wide) ─────────────────────────────
+
+  depths(cap: number): Promise<QueueDepths> {
+    return this.#admin.depths(cap);
+  }
 
   listEvaluations(query: EvaluationQuery): Promise<EvaluationPage> {
     return this.#admin.listEvaluations(query);

@@ -48,6 +48,8 @@ export interface BrokerQueries {
   readonly refusal: string;
   /** Counts by state (and by queue for the queued ones), each from its state's partial index. */
   readonly stats: string;
+  /** `stats` with each state's scan stopped at `$1` rows: what a dashboard can ask every second of a million rows. */
+  readonly depths: string;
   /** Where evaluation `$1` is, unless it is over. */
   readonly inspect: string;
   /** Makes the live leases `($1, $2)` end `$3` ms from now, skipping rows locked right now; the tokens extended. */
@@ -168,6 +170,11 @@ export function brokerQueries(S: string): BrokerQueries {
        UNION ALL SELECT 'pending', '', count(*)::int FROM ${E} WHERE state = 'pending'
        UNION ALL SELECT 'waiting', '', count(*)::int FROM ${E} WHERE state = 'waiting'
        UNION ALL SELECT 'cancelable', '', count(*)::int FROM ${E} WHERE state = 'cancelable'`,
+    depths: `SELECT 'ready' AS state, queue, count(*)::int AS n FROM (SELECT queue FROM ${E} WHERE state = 'ready' AND queue <> '_failed' LIMIT $1) r GROUP BY queue
+       UNION ALL SELECT 'failed', '', count(*)::int FROM (SELECT 1 FROM ${E} WHERE state = 'ready' AND queue = '_failed' LIMIT $1) f
+       UNION ALL SELECT 'unacked', queue, count(*)::int FROM (SELECT queue FROM ${E} WHERE state = 'unacked' LIMIT $1) u GROUP BY queue
+       UNION ALL SELECT 'pending', '', count(*)::int FROM (SELECT 1 FROM ${E} WHERE state = 'pending' LIMIT $1) p
+       UNION ALL SELECT 'delayed', '', count(*)::int FROM (SELECT 1 FROM ${E} WHERE state = 'waiting' LIMIT $1) w`,
     inspect: `SELECT state, queue, deliveries, holds_slot FROM ${E} WHERE id = $1 AND state NOT IN ('acked', 'removed')`,
     extendLeases: `WITH x AS (SELECT * FROM unnest($1::text[], $2::text[], $3::float8[]) AS x(id, token, ms)),
          locked AS MATERIALIZED (
