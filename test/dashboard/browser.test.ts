@@ -7,50 +7,18 @@
  * With TICKPOOL_DASHBOARD_SCREENSHOT=<file> it saves a screenshot of the page there (the README's).
  */
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { after, test } from 'node:test';
-import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import { test } from 'node:test';
 import { createDashboard } from '../../src/dashboard/dashboard.js';
 import { Gate, newGate, set, waitFor } from '../fixtures/gates.js';
 import { evaluation, failures, fixture, started } from '../reliability/helpers.js';
+import { openDashboard, shows, skipWithoutChromium as skip, TOKEN, XSS } from './page.js';
 
 // What the functions evaluated in the page read there (the suite compiles without the DOM's types).
-declare const document: { readonly body: { readonly dataset: Record<string, string | undefined> } };
 declare const location: { readonly hash: string };
 
-const TOKEN = 'browser-test-token-0123456789';
-const XSS = '<img src=x onerror=alert(1)>';
-
-function findChromium(): string | undefined {
-  const configured = process.env['CHROMIUM_PATH'];
-  const candidates = configured !== undefined && configured !== '' ? [configured] : ['/usr/bin/chromium', '/usr/bin/chromium-browser'];
-  return candidates.find((p) => existsSync(p));
-}
-const chromium = findChromium();
-const skip = chromium !== undefined || process.env['CI'] === 'true' ? false : 'Chromium is not installed: apt-get install -y chromium (Debian) to run the dashboard browser test';
-
-let browser: Browser | undefined;
-let server: Server | undefined;
-after(async () => {
-  await browser?.close();
-  await new Promise((resolve) => (server === undefined ? resolve(undefined) : server.close(resolve)));
-});
-
-/** Waits until the page shows `selector` with text for which `check` holds. */
-async function shows(page: Page, selector: string, check: (text: string) => boolean, what: string): Promise<string> {
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const text = await page.$eval(selector, (n) => n.textContent ?? '').catch(() => undefined);
-    if (text !== undefined && check(text)) return text;
-    if (Date.now() > deadline) throw new Error(`the page did not show ${what} (${selector}: ${JSON.stringify(text)})`);
-    await page.waitForFunction((before) => document.body.dataset['refreshed'] !== before, { timeout: 20_000 }, await page.evaluate(() => document.body.dataset['refreshed']));
-  }
-}
-
 test('an operator sees the engine move and steers it from the page in headless Chromium', { skip, timeout: 120_000 }, async () => {
-  assert.ok(chromium !== undefined, 'CI runs the dashboard browser test: install Debian’s chromium');
   const engine = await started({
     threads: 2,
     schedulers: { work: fixture('noop'), flaky: fixture('faulty'), block: fixture('gated') },
@@ -58,22 +26,7 @@ test('an operator sees the engine move and steers it from the page in headless C
     broker: { deliveryLimit: 1, initialNackDelayMs: 0, subsequentNackDelayMs: 0 },
   });
   engine.tasks.add({ id: 'hourly', every: '1h', maxConcurrency: 1, handler: 'h', payload: { gate: newGate(), mode: 'ok' } });
-  const dashboard = createDashboard(engine, { token: TOKEN });
-  server = createServer(dashboard);
-  await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-
-  browser = await puppeteer.launch({ executablePath: chromium!, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
-  const page = await browser.newPage();
-  await page.setViewport({ width: 1280, height: 1600 });
-  const dialogs: string[] = [];
-  page.on('dialog', (dialog) => {
-    dialogs.push(dialog.message());
-    void dialog.dismiss();
-  });
-  const pageErrors: string[] = [];
-  page.on('pageerror', (error) => pageErrors.push(String(error)));
-  await page.goto(`http://127.0.0.1:${port}/#token=${TOKEN}`);
+  const { page, dialogs, pageErrors, close } = await openDashboard(engine);
   await shows(page, '[data-test=session]', (t) => t.includes('can change things'), 'that it may change things');
   assert.equal(await page.evaluate(() => location.hash), '', 'the token left the address');
 
@@ -127,7 +80,7 @@ test('an operator sees the engine move and steers it from the page in headless C
   if (screenshot !== undefined && screenshot !== '') await page.screenshot({ path: screenshot as `${string}.png`, fullPage: true });
   assert.deepEqual(dialogs, [], 'nothing the users wrote ran as script');
   assert.deepEqual(pageErrors, []);
-  dashboard.close();
+  await close();
 });
 
 test('without a token the page is read-only, and a change from another origin is refused', { timeout: 60_000 }, async () => {
