@@ -1,6 +1,6 @@
 /**
- * The dashboard in headless Chromium on the PostgreSQL backend: two engines (two processes of one cluster, each
- * with its own connections and threads) on one schema, the page on the first. The counts move cluster-wide, a type
+ * The dashboard in headless Chromium on the PostgreSQL backend: two engine processes on one schema (this one,
+ * which serves the page, and a child process, `fixtures/cluster-process.ts`). The counts move cluster-wide, a type
  * paused by the other engine shows paused and is resumed from the page, a failed evaluation (its `<img onerror>`
  * payload shown as text) is fixed and replayed and the cluster acks it, a task run is forced and shows in the shared
  * run log, and an item running on the page's engine is canceled from its thread's row.
@@ -13,6 +13,8 @@ import { BroadcastChannel } from 'node:worker_threads';
 import { after, test } from 'node:test';
 import { createEngine, type Engine } from '../../src/engine/engine.js';
 import { postgresBackend, type PostgresBackend } from '../../src/postgres/index.js';
+import { fileURLToPath } from 'node:url';
+import { ForkedChild } from '../postgres/child-process.js';
 import { adminPool, databaseUrl, dropSchema, requireDatabaseInCI, schemaName, skipWithoutDatabase } from '../postgres/helpers.js';
 import { evaluation, fixture, logger } from '../reliability/helpers.js';
 import { openDashboard, shows, skipWithoutChromium, XSS } from './page.js';
@@ -25,7 +27,9 @@ const schedulers = { work: fixture('noop'), flaky: fixture('fails-until-file'), 
 const dir = mkdtempSync(join(tmpdir(), 'tickpool-dash-pg-'));
 const schema = schemaName('dash');
 const engines: PgEngine[] = [];
+const children: ForkedChild[] = [];
 after(async () => {
+  await Promise.all(children.map((c) => c.stop()));
   await Promise.all(engines.map((e) => e.stop({ graceMs: 100 })));
   rmSync(dir, { recursive: true, force: true });
   if (databaseUrl === undefined) return;
@@ -50,13 +54,17 @@ async function engineOnSchema(): Promise<PgEngine> {
 }
 
 test('an operator steers a two-process PostgreSQL cluster from the page in headless Chromium', { skip, timeout: 180_000 }, async () => {
-  const [front, other] = [await engineOnSchema(), await engineOnSchema()];
+  const front = await engineOnSchema();
+  const entry = fileURLToPath(new URL('./fixtures/cluster-process.js', import.meta.url));
+  const { child: other, ready } = await ForkedChild.start<{ type: 'ready'; pid: number }>('the other engine process', entry, { TICKPOOL_CHILD_URL: databaseUrl!, TICKPOOL_CHILD_SCHEMA: schema });
+  children.push(other);
+  assert.notEqual(ready.pid, process.pid);
   const { page, dialogs, pageErrors, close } = await openDashboard(front as never);
   try {
     await shows(page, '[data-test=session]', (t) => t.includes('can change things'), 'that it may change things');
 
     // Paused by the other process, the type's evaluations pile up, counted for the whole cluster.
-    await other.admin.pauseType('work');
+    await other.ask({ type: 'pause-type', name: 'work' }, 'done');
     const handles = Array.from({ length: 20 }, (_, i) => front.enqueue(evaluation(`w${i}`, 'work')));
     await Promise.all(handles.map((h) => h.accepted));
     await shows(page, '[data-test=total-ready] b', (t) => t === '20', '20 ready');
@@ -81,7 +89,7 @@ test('an operator steers a two-process PostgreSQL cluster from the page in headl
     await page.waitForSelector('[data-test=detail-gone]', { timeout: 20_000 });
     assert.equal((await bad.done).status, 'acked', 'replayed, it was acked (its done, read again, settles with the new outcome)');
 
-    // A forced run of a task this process claimed, in the shared run log.
+    // A forced run of a task this process claimed (the two share the tasks), in the shared run log.
     await front.tasks.add({ id: 'hourly-a', every: '1h', maxConcurrency: 1, handler: 'h', payload: { n: 1 } });
     await front.tasks.add({ id: 'hourly-b', every: '1h', maxConcurrency: 1, handler: 'h', payload: { n: 1 } });
     const mine = await (async () => {
@@ -97,7 +105,7 @@ test('an operator steers a two-process PostgreSQL cluster from the page in headl
     await shows(page, '[data-test=run-log]', (t) => t.includes('success'), 'the forced run in the run log');
 
     // An item on the page's engine, canceled from its thread's row: the other engine's workers stand aside.
-    other.pauseWorkers();
+    await other.ask({ type: 'pause-workers' }, 'done');
     const channel = new BroadcastChannel('dash-pg-block');
     let canceled = false;
     channel.onmessage = (event) => {
@@ -112,7 +120,7 @@ test('an operator steers a two-process PostgreSQL cluster from the page in headl
     channel.postMessage('release');
     assert.equal((await long.done).status, 'acked');
     channel.close();
-    other.resumeWorkers();
+    await other.ask({ type: 'resume-workers' }, 'done');
 
     assert.deepEqual(dialogs, [], 'nothing the users wrote ran as script');
     assert.deepEqual(pageErrors, []);
