@@ -19,6 +19,7 @@ import { runBrokerBench } from './broker.bench.js';
 import { COLD_WARMUP_SAMPLES, compareCancelLatency, compareIdleLatency, compareRunThroughput, compareThroughput, pinnedIdleLatency } from './engine.bench.js';
 import { compareCost, compareFairness, SWEEP_COSTS_MS } from './cpu-load.bench.js';
 import { compareLoadCurves, type LoadCurve } from './load-curve.bench.js';
+import { runDashboardBench } from './dashboard.bench.js';
 import { fanOutFlatness, fanOutResults, runFanOut, type FanOutPoint } from './fan-out.bench.js';
 import { bestOf, checkFloors, describeFailures, formatValue, type FloorCheck } from './floors.js';
 import { parseArgs, USAGE, UsageError, type RunOptions, type Scope } from './lib/cli.js';
@@ -250,6 +251,36 @@ function units(o: RunOptions): Unit[] {
         console.log(`  ${p.costMs} ms, ${plural(p.threads, 'thread')}, ${p.writes} writes: main ${p.mainUsPerEval} µs/evaluation, ${p.evalsPerSec.toLocaleString('en-US')}/s (Piscina ${p.piscinaMainUsPerTask} µs, ${p.piscinaPerSec?.toLocaleString('en-US')}/s)`),
       );
       return { fanOut: points, results: [...fanOutResults(points), ...fanOutFlatness(points)] };
+    },
+  });
+
+  list.push({
+    id: 'engine.dashboard',
+    scope: 'engine',
+    title: 'dashboard: no-op throughput with a page polling against none looking; data endpoints with many evaluations queued',
+    // A minute of drains and a million queued evaluations; no floor reads it.
+    inCi: false,
+    async run() {
+      const r = await runDashboardBench(quick ? { rounds: 2, queued: 200_000, drain: 100_000 } : {});
+      const results: BenchResult[] = [
+        {
+          scope: 'engine',
+          id: 'engine.dashboard-throughput',
+          name: 'no-op throughput with the dashboard open and polling, against none looking (median of alternating rounds)',
+          ratio: r.throughputRatio,
+          baseline: 'the same engine with no page polling',
+          notes: `rounds ${r.throughputRatios.map((x) => x.toFixed(3)).join(', ')}; goal >= 0.95`,
+        },
+        ...Object.entries(r.endpoints).map(([name, t]) => ({
+          scope: 'engine' as const,
+          id: `engine.dashboard-endpoint.${name.replace(/[^a-z0-9]+/gi, '-').toLowerCase()}`,
+          name: `dashboard ${name}, ${r.queued.toLocaleString('en-US')} evaluations queued (p50 ${t.p50Ms.toFixed(2)} ms, max ${t.maxMs.toFixed(2)} ms; goal < 50 ms)`,
+          p50Us: t.p50Ms * 1000,
+          notes: `max ${t.maxMs.toFixed(2)} ms`,
+        })),
+      ];
+      for (const x of results) console.log(`  ${x.name}${x.ratio === undefined ? '' : `: ${x.ratio.toFixed(3)}×`}`);
+      return { results };
     },
   });
 
