@@ -8,6 +8,7 @@ import { Backoff } from '../backoff.js';
 import type { EngineEvents } from './engine-types.js';
 import type { TypedEmitter } from '../events.js';
 import type { ResolvedEngineOptions } from './options.js';
+import type { EngineTracing } from '../observability/tracing.js';
 import { ThreadPool } from '../pool/thread-pool.js';
 import type { SlotTable } from '../slots/slot-table.js';
 import { SchedulingWorker, type DeliveryIndex } from './scheduling-worker.js';
@@ -50,7 +51,7 @@ export function createPool(o: ResolvedEngineOptions, slots: SlotTable, backend: 
 /** What makes each scheduling worker (for `WorkerSet.serve`); `abortLost` reaches an abort its worker could not. */
 export function workerFactory(
   o: ResolvedEngineOptions,
-  parts: { readonly backend: Backend; readonly pool: ThreadPool; readonly slots: SlotTable },
+  parts: { readonly backend: Backend; readonly pool: ThreadPool; readonly slots: SlotTable; readonly tracing?: EngineTracing },
   abortLost: (evaluationId: string, cause: unknown) => void,
 ): (id: number, deliveries: DeliveryIndex) => SchedulingWorker {
   const metrics = new WorkerMetrics(o.registry);
@@ -74,5 +75,6 @@ export function workerFactory(
       syncLimitMs: o.syncLimitMs,
       maxPlanAttempts: o.maxPlanAttempts,
       abortLost,
+      ...(parts.tracing === undefined ? {} : { tracing: parts.tracing }),
     });
 }

@@ -14,6 +14,8 @@ import { TypedEmitter } from '../events.js';
 import { resolveEngineOptions, type EngineOptions, type EngineOptionsOn, type ResolvedEngineOptions } from './options.js';
 import type { ThreadPool } from '../pool/thread-pool.js';
 import { SlotTable } from '../slots/slot-table.js';
+import { randomUUID } from 'node:crypto';
+import { EngineTracing } from '../observability/tracing.js';
 import { EngineAdmin } from './engine-admin.js';
 import { EngineTasks, taskSchedulerOf } from './engine-tasks.js';
 import { isPromiseLike } from '../tasks/maybe-promise.js';
@@ -43,6 +45,7 @@ export class Engine<B extends Backend = MemoryBackend> {
   /** What an operator sees and steers: evaluations by state, replay and discard, paused types, tasks, threads. */
   readonly admin: EngineAdmin;
   readonly #backend: B;
+  readonly #tracing = new EngineTracing();
   /** The scheduler `tasks` composes: its lifecycle is the engine's. */
   readonly #taskScheduler: TaskScheduler;
   readonly #pool: ThreadPool;
@@ -87,7 +90,7 @@ export class Engine<B extends Backend = MemoryBackend> {
       cancelEvaluation: (id) => this.cancel(id),
     });
     const abortLost = (id: string, cause: unknown): void => this.#abort(id, cause);
-    this.#workers.serve(this.broker, o.workers, workerFactory(o, { backend, pool: this.#pool, slots: this.slots }, abortLost));
+    this.#workers.serve(this.broker, o.workers, workerFactory(o, { backend, pool: this.#pool, slots: this.slots, tracing: this.#tracing }, abortLost));
   }
 
   /** The scheduling workers, as read-only views (status, activity, the evaluation held, `pause()`/`resume()`). */
@@ -145,7 +148,12 @@ export class Engine<B extends Backend = MemoryBackend> {
       // The broker would keep it, but no worker would ever take it: say so instead of accepting it.
       throw new InvalidStateError(`Expected a created, starting or running engine to enqueue into, but it is ${this.#state}`);
     }
-    return this.broker.enqueue(evaluation) as EvaluationHandle<V>;
+    if (!this.#tracing.enabled || evaluation === null || typeof evaluation !== 'object' || typeof evaluation.type !== 'string') {
+      return this.broker.enqueue(evaluation) as EvaluationHandle<V>;
+    }
+    // Traced: the id is known before the broker sees it, so that a delivery started inside `enqueue` has its parent.
+    const traced = evaluation.id === undefined ? { ...evaluation, id: randomUUID() } : evaluation;
+    return this.#tracing.traceEnqueue(traced as EvaluationInput & { id: string }, () => this.broker.enqueue(traced)) as EvaluationHandle<V>;
   }
 
   /**

@@ -13,6 +13,7 @@
 import type { BrokerBackend } from '../backend/broker-backend.js';
 import type { ChangeFeed, PlanBackend, PlanOutcome } from '../backend/state-backend.js';
 import { Backoff } from '../backoff.js';
+import type { DeliveryEnd, EngineTracing, ProcessSpan } from '../observability/tracing.js';
 import type { Delivery } from '../broker/broker-types.js';
 import type { Evaluation } from '../broker/evaluation.js';
 import type { Clock } from '../clock.js';
@@ -60,6 +61,8 @@ export interface WorkerDeps {
   readonly abortLost?: (evaluationId: string, cause: unknown) => void;
   /** Told of each delivery the worker takes and lets go of (the engine's `WorkerSet` finds holders by token). */
   readonly deliveries?: DeliveryIndex;
+  /** The engine's spans (`process`, `plan.apply`), when it has them. */
+  readonly tracing?: EngineTracing;
 }
 
 /** Told by a worker when it takes a delivery and when it lets go of it. */
@@ -80,6 +83,11 @@ export interface CurrentDelivery {
   heartbeatsSeen: number;
   /** When this attempt's scheduler was seen to start on a thread (clock ms), if it has. */
   startedAt: number | undefined;
+  /** The delivery's `process` span, once its first attempt started while a provider records. */
+  trace?: ProcessSpan | undefined;
+  /** Writes its plans committed and had refused, for its span. */
+  committed?: number;
+  refused?: number;
 }
 
 /** `#submit` sent the next attempt: the delivery goes on. */
@@ -246,7 +254,21 @@ export class SchedulingWorker implements StartObserver {
 
   /** The pool saw this worker's item start on a thread. */
   itemStarted(at: number): void {
-    if (this.#current !== undefined) this.#current.startedAt = at;
+    const current = this.#current;
+    if (current === undefined) return;
+    current.startedAt = at;
+    const tracing = this.#deps.tracing;
+    if (tracing === undefined) return;
+    if (current.trace !== undefined) current.trace.attempts++;
+    else if (tracing.enabled) current.trace = tracing.startProcess(current.evaluation, at);
+  }
+
+  /** How the current delivery ended, for its span. */
+  #ending(end: DeliveryEnd, error?: unknown): void {
+    const trace = this.#current?.trace;
+    if (trace === undefined) return;
+    trace.end = end;
+    if (error !== undefined) trace.error = error;
   }
 
   /** Heartbeats the thread wrote since the deadline was last extended: true means "extend". */
@@ -457,6 +479,8 @@ export class SchedulingWorker implements StartObserver {
     // The plan is the worker's own (the pool hands out fresh copies): its values are adopted, not copied again.
     adoptWriteValues(plan.writes);
     const submitted = metrics.startSubmit();
+    const trace = this.#current!.trace;
+    const applySpan = trace === undefined ? undefined : this.#deps.tracing!.startPlanApply(trace, plan.writes.length);
     let result: PlanOutcome;
     try {
       result = await this.#deps.applier.submit(
@@ -471,6 +495,7 @@ export class SchedulingWorker implements StartObserver {
         { evaluationId: evaluation.id, token, ack: { value: plan.value, attempts: attempt } },
       );
     } catch (error) {
+      if (applySpan !== undefined) this.#deps.tracing!.endPlanApply(applySpan, undefined, error);
       if (isDeliveryRefusal(error)) {
         this.#refused('submit', evaluation, error);
         return undefined;
@@ -478,6 +503,13 @@ export class SchedulingWorker implements StartObserver {
       return this.#nack(evaluation, token, error as Error);
     } finally {
       metrics.endSubmit(submitted);
+    }
+    if (applySpan !== undefined) {
+      const current = this.#current!;
+      const counts = { committed: plan.writes.length - result.rejected.length, refused: result.rejected.length };
+      current.committed = (current.committed ?? 0) + counts.committed;
+      current.refused = (current.refused ?? 0) + counts.refused;
+      this.#deps.tracing!.endPlanApply(applySpan, counts);
     }
     if (result.rejected.length === 0) {
       if (result.acked === true) return undefined;
@@ -514,6 +546,8 @@ export class SchedulingWorker implements StartObserver {
 
   #release(): void {
     this.#processed++;
+    const { trace, evaluation, committed, refused } = this.#current!;
+    if (trace !== undefined) this.#deps.tracing!.endProcess(trace, evaluation.id, { committed: committed ?? 0, refused: refused ?? 0 });
     this.#deps.deliveries?.released(this.#current!.token);
     this.#current = undefined;
     this.#activity = WorkerActivity.IDLE;
@@ -545,6 +579,7 @@ export class SchedulingWorker implements StartObserver {
   }
 
   #ack(evaluation: Evaluation, token: string, value: unknown, index: number, attempts: number): PromiseLike<void> | undefined {
+    this.#ending('acked');
     // An ack after the nack deadline fired loses to the nack: the evaluation was redelivered, nothing is lost.
     let answer;
     try {
@@ -557,6 +592,7 @@ export class SchedulingWorker implements StartObserver {
   }
 
   #nack(evaluation: Evaluation, token: string, reason: Error): PromiseLike<void> | undefined {
+    this.#ending('nacked', reason);
     let answer;
     try {
       answer = this.#deps.broker.nack(evaluation.id, token, reason);
@@ -582,6 +618,7 @@ export class SchedulingWorker implements StartObserver {
    * ready again at once without counting the delivery.
    */
   #giveBack(evaluation: Evaluation, token: string, reason: Error): PromiseLike<void> | undefined {
+    this.#ending('given-back', reason);
     let answer;
     try {
       answer = this.#deps.broker.giveBack(evaluation.id, token, reason);
@@ -608,6 +645,7 @@ export class SchedulingWorker implements StartObserver {
   }
 
   #removeAborted(): PromiseLike<void> | undefined {
+    this.#ending('removed', this.#current?.abortCause);
     const { evaluation, token, abortCause } = this.#current!;
     const lost = (error: unknown): void => {
       this.#refused('remove', evaluation, error);
@@ -624,6 +662,7 @@ export class SchedulingWorker implements StartObserver {
   }
 
   #fail(evaluation: Evaluation, token: string, reason: Error): PromiseLike<void> | undefined {
+    this.#ending('failed', reason);
     // The broker logs the move to `_failed` with the reason at warn; once is enough.
     this.#deps.logger.debug({ evalId: evaluation.id, err: reason }, 'failing evaluation');
     let answer;
