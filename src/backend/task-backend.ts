@@ -59,8 +59,8 @@ export interface ClaimSettings {
   readonly tickMs: number;
   /** How long canceled work may run before its thread is terminated, ms: it must fit in half the lease. */
   readonly cancelGraceMs: number;
-  /** The engine's thread count, recorded with this process's membership for the other processes to see. */
-  readonly threads?: number;
+  /** The engine's live thread count, recorded with this process's membership for the other processes to see. */
+  readonly threads?: () => number;
 }
 
 /** A live engine process of a shared store, as the store records it. */

@@ -90,7 +90,7 @@ export class EngineTasks<T extends TaskBackend = MemoryTaskStore> {
         claimTtlMs: options.claimTtlMs,
         tickMs: options.tickMs,
         cancelGraceMs: options.cancelGraceMs,
-        threads: options.pool.threadCount,
+        threads: () => options.pool.threadCount,
       });
     }
   }

@@ -2,7 +2,7 @@
 -- live processes with their host, pid, thread count and last renewal, and tasks disabled for the whole cluster.
 -- Placeholders as in 001_schema.sql.
 
--- Who a member is (recorded when it joins) and when it last renewed its lease.
+-- Who a member is (recorded when it joins), its thread count and when it last renewed its lease (both at each renewal).
 ALTER TABLE "{{schema}}".task_members ADD COLUMN host text, ADD COLUMN pid integer, ADD COLUMN threads integer,
   ADD COLUMN renewed_at timestamptz NOT NULL DEFAULT now();
 
@@ -13,7 +13,8 @@ CREATE INDEX tasks_disabled ON "{{schema}}".tasks (id) WHERE disabled;
 
 DROP FUNCTION "{{schema}}".task_cycle(text, integer, integer, integer, boolean);
 
--- One round of a member: renew its lease (or join, when p_join, recording its host, pid and thread count), reap members whose lease ended (their claims are
+-- One round of a member: renew its lease with its current thread count (or join, when p_join, recording its host,
+-- pid and thread count), reap members whose lease ended (their claims are
 -- freed), claim up to its fair share of free enabled tasks (ceil(enabled tasks / live members), at most p_max_claim now) and settle
 -- their runs; answers what it claimed (each task's definition, claim, progress, queued runs and the times after its
 -- latest_completed that have a run already), its share, the catalogue's version and when the next other lease ends.
@@ -32,7 +33,7 @@ DECLARE
   v_version bigint;
   v_next double precision;
 BEGIN
-  UPDATE "{{schema}}".task_members SET expires_at = v_expires, renewed_at = now() WHERE id = p_member AND NOT dead AND expires_at > now();
+  UPDATE "{{schema}}".task_members SET expires_at = v_expires, renewed_at = now(), threads = coalesce(p_threads, threads) WHERE id = p_member AND NOT dead AND expires_at > now();
   IF NOT FOUND THEN
     IF NOT p_join THEN RETURN jsonb_build_object('lost', true); END IF;
     INSERT INTO "{{schema}}".task_members (id, expires_at, host, pid, threads) VALUES (p_member, v_expires, p_host, p_pid, p_threads)

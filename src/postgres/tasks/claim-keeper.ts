@@ -51,8 +51,8 @@ export interface ClaimKeeperOptions {
   readonly leaseClock: Clock;
   /** A readable name of this process (`host/pid`); each membership adds a random suffix. */
   readonly processName: string;
-  /** Who this process is, recorded with each membership for the other processes to see. */
-  readonly identity: { readonly host: string; readonly pid: number; readonly threads: number | null };
+  /** Who this process is and its live thread count, recorded with its membership (the count at each round). */
+  readonly identity: { readonly host: string; readonly pid: number; readonly threads: () => number | null };
   readonly logger: Logger;
 }
 
@@ -287,7 +287,7 @@ export class ClaimKeeper {
     const sentAt = this.#clock.now();
     const [row] = await this.#c.db.query<{ r: CycleAnswer }>(
       this.#c.queries.cycle,
-      [member, this.#leaseMs, held, this.#active ? MAX_CLAIMS_PER_ROUND : 0, join, this.#identity.host, this.#identity.pid, this.#identity.threads],
+      [member, this.#leaseMs, held, this.#active ? MAX_CLAIMS_PER_ROUND : 0, join, this.#identity.host, this.#identity.pid, this.#identity.threads()],
       'a task claim round',
     );
     if (generation !== this.#generation || this.#closed) return 0;

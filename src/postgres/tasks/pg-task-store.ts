@@ -109,7 +109,7 @@ export class PgTaskStore implements SharedTaskBackend<PgDesiredState, PgRunLog> 
       tickMs,
       leaseClock: this.#o.leaseClock ?? systemClock,
       processName: this.#o.processName ?? `${hostname()}/${process.pid}`,
-      identity: { host: hostname(), pid: process.pid, threads: settings.threads ?? null },
+      identity: { host: hostname(), pid: process.pid, threads: settings.threads ?? (() => null) },
       logger: this.#o.logger,
     });
     this.#keeper = keeper;

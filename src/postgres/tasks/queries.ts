@@ -15,7 +15,7 @@ export interface TaskQueries {
   readonly leave: string;
   /**
    * One claim round of member `$1`: renews its lease, claims and hands over towards its share; a member joining
-   * records its host `$6`, pid `$7` and thread count `$8`.
+   * records its host `$6` and pid `$7`; each round, its thread count `$8`.
    */
   readonly cycle: string;
   /** The claims member `$1` holds, with their epochs, definitions' hashes and whether their tasks are disabled. */
