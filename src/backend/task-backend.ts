@@ -11,7 +11,7 @@
  */
 import type { Task, TaskMeta } from '../tasks/task.js';
 import type { TaskScheduler } from '../tasks/task-scheduler.js';
-import type { DesiredState, LogWriter } from '../tasks/types.js';
+import type { DesiredState, LogWriter, RunRecord } from '../tasks/types.js';
 import type { MaybePromise } from '../tasks/maybe-promise.js';
 
 /** A task put into the store, and what puts the store back as it was before (a claim after it may fail). */
@@ -59,6 +59,32 @@ export interface ClaimSettings {
   readonly tickMs: number;
   /** How long canceled work may run before its thread is terminated, ms: it must fit in half the lease. */
   readonly cancelGraceMs: number;
+  /** The engine's live thread count, recorded with this process's membership for the other processes to see. */
+  readonly threads?: () => number;
+}
+
+/** A live engine process of a shared store, as the store records it. */
+export interface StoreProcess {
+  readonly host: string;
+  readonly pid: number;
+  readonly threads: number;
+  /** Its last lease renewal, epoch ms. */
+  readonly lastSeen: number;
+  /** The tasks it claims, by id. */
+  readonly claimedTasks: readonly string[];
+}
+
+/** A task of a shared store's catalogue. */
+export interface CatalogueTask {
+  readonly task: Task;
+  /** False while disabled for the whole cluster. */
+  readonly enabled: boolean;
+  /** The live process that claims it, if one does. */
+  readonly claimedBy: { readonly host: string; readonly pid: number } | undefined;
+  /** Its runs created and not yet ended, wherever they run. */
+  readonly runsActive: number;
+  /** Its newest logged run. */
+  readonly lastRun: RunRecord | undefined;
 }
 
 /** A store shared by many engine processes: the catalogue is the database's, the claims are leases. */
@@ -81,6 +107,18 @@ export interface SharedTaskBackend<S extends DesiredState = DesiredState, L exte
    * scheduler runs, and gives back what it holds when it is closed.
    */
   attach(scheduler: TaskScheduler, settings: ClaimSettings): void;
+  /** Every live process of the store (each with what it claims). */
+  clusterProcesses?(): Promise<StoreProcess[]>;
+  /** The whole catalogue by id, or the one task `taskId` (empty when there is none). */
+  catalogue?(taskId?: string): Promise<CatalogueTask[]>;
+  /**
+   * Disables a task everywhere: no process claims it, so none creates runs of it; it keeps its definition. The
+   * process holding it lets its runs in flight finish and gives it back; when that is this process, the promise
+   * resolves once they have. Resolves false when there is no such task.
+   */
+  disableTask?(taskId: string): Promise<boolean>;
+  /** Enables a disabled task again from `now` on (the times it was disabled do not run); false when there is none. */
+  enableTask?(taskId: string, now: number): Promise<boolean>;
 }
 
 export type TaskBackend<S extends DesiredState = DesiredState, L extends LogWriter = LogWriter> = LocalTaskBackend<S, L> | SharedTaskBackend<S, L>;

@@ -19,11 +19,16 @@ export interface TaskView {
   readonly enabled: boolean;
   /** When its next run is due (epoch ms); undefined when disabled or not scheduled here. */
   readonly nextDue: number | undefined;
-  /** Runs in flight here, and the runner slots they hold (`maxConcurrency` in use). */
+  /**
+   * Runs in flight here, and the runner slots they hold (`maxConcurrency` in use); for a task of a shared store
+   * that another process claims, its runs created and not yet ended there, with no slots here.
+   */
   readonly runsActive: number;
   readonly slotsBusy: number;
   /** Its newest logged run. */
   readonly lastRun: RunRecord | undefined;
+  /** With a shared store: the live process that claims it (as `processes()` names it), if one does. */
+  readonly claimedBy?: { readonly host: string; readonly pid: number } | undefined;
 }
 
 export interface TaskDetail extends TaskView {

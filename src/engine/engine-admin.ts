@@ -18,7 +18,7 @@ import type { TaskScheduler } from '../tasks/task-scheduler.js';
 import type { RunRecord } from '../tasks/types.js';
 import type { ActorOptions, AdminEvents, ProcessView, TaskDetail, TaskView, ThreadView } from './admin-types.js';
 import type { EngineTasks } from './engine-tasks.js';
-import type { TaskBackend } from '../backend/task-backend.js';
+import type { CatalogueTask, SharedTaskBackend, TaskBackend } from '../backend/task-backend.js';
 
 /** Most failed evaluations one `replayFailed` or `discardFailed` call takes. */
 export const MAX_BULK = 10_000;
@@ -26,6 +26,8 @@ export const MAX_BULK = 10_000;
 export interface EngineAdminOptions {
   readonly broker: BrokerBackend;
   readonly tasks: EngineTasks<TaskBackend>;
+  /** The task store `tasks` keeps its tasks in: a shared one answers for the whole cluster. */
+  readonly store: TaskBackend;
   readonly scheduler: TaskScheduler;
   readonly pool: ThreadPool;
   readonly logger: Logger;
@@ -171,9 +173,20 @@ export class EngineAdmin {
 
   // ───────────────────────────── tasks ─────────────────────────────
 
-  /** The tasks this engine schedules, and those disabled here. */
+  /** A shared store that lists its catalogue, if the engine has one. */
+  #catalogue(): (SharedTaskBackend & Required<Pick<SharedTaskBackend, 'catalogue'>>) | undefined {
+    const store = this.#o.store;
+    return store.shared === true && typeof store.catalogue === 'function' ? (store as SharedTaskBackend & Required<Pick<SharedTaskBackend, 'catalogue'>>) : undefined;
+  }
+
+  /**
+   * The tasks this engine schedules, and those disabled here; with a shared store, every task of its catalogue,
+   * whichever process claims it.
+   */
   tasks(): Promise<TaskView[]> {
     return answer(async () => {
+      const shared = this.#catalogue();
+      if (shared !== undefined) return (await shared.catalogue()).map((entry) => this.#sharedView(entry));
       const { scheduler, tasks } = this.#o;
       const views: TaskView[] = [];
       for (const id of scheduler.claimedTaskIds()) views.push(await this.#view(scheduler.claimedTask(id)!, true));
@@ -182,10 +195,20 @@ export class EngineAdmin {
     });
   }
 
-  /** One task with its run log (newest first); undefined when it is neither scheduled nor disabled here. */
+  /**
+   * One task with its run log (newest first); undefined when it is neither scheduled nor disabled here (with a
+   * shared store: when its catalogue has no such task).
+   */
   task(id: string): Promise<TaskDetail | undefined> {
     return answer(async () => {
       nonEmpty('id', id);
+      const shared = this.#catalogue();
+      if (shared !== undefined) {
+        const [entry] = await shared.catalogue(id);
+        if (entry === undefined) return undefined;
+        const runs = await this.#runs(id);
+        return { ...this.#sharedView(entry), lastRun: runs[0], payload: entry.task.payload, runs };
+      }
       const claimed = this.#o.scheduler.claimedTask(id);
       const task = claimed ?? this.#o.tasks.disabledTasks().find((t) => t.id === id);
       if (task === undefined) return undefined;
@@ -194,7 +217,11 @@ export class EngineAdmin {
     });
   }
 
-  /** A run of the task now, ahead of scheduled ones; answers its run id. */
+  /**
+   * A run of the task now, ahead of scheduled ones; answers its run id. Only a task this process claims
+   * (`TaskNotFoundError` otherwise): a shared store's manual run is queued under the claim of the process that
+   * runs it.
+   */
   forceRun(taskId: string, options?: ActorOptions): Promise<{ readonly runId: string }> {
     return answer(async () => {
       const by = actor(options);
@@ -216,9 +243,9 @@ export class EngineAdmin {
   }
 
   enableTask(taskId: string, options?: ActorOptions): Promise<void> {
-    return answer(() => {
+    return answer(async () => {
       const by = actor(options);
-      this.#o.tasks.enable(nonEmpty('taskId', taskId));
+      await this.#o.tasks.enable(nonEmpty('taskId', taskId));
       this.#changed('admin:enable', { taskId, by });
     });
   }
@@ -227,6 +254,25 @@ export class EngineAdmin {
     const log = this.#o.tasks.runLog as { runs?: (id: string) => RunRecord[] | Promise<RunRecord[]> };
     if (typeof log.runs !== 'function') return [];
     return [...(await log.runs(taskId))];
+  }
+
+  /** A catalogue entry's view: what this process schedules of it from here, the rest as the store has it. */
+  #sharedView(entry: CatalogueTask): TaskView {
+    const { task } = entry;
+    const here = this.#o.scheduler.claimedTask(task.id) !== undefined;
+    const stats = here ? this.#o.tasks.taskStats(task.id) : undefined;
+    return {
+      id: task.id,
+      schedule: task.cron !== undefined ? { cron: task.cron, timezone: task.timezone } : { every: task.every! },
+      handler: task.handler,
+      maxConcurrency: task.maxConcurrency,
+      enabled: entry.enabled,
+      nextDue: stats !== undefined && Number.isFinite(stats.nextDue) ? stats.nextDue : undefined,
+      runsActive: stats?.runs ?? entry.runsActive,
+      slotsBusy: stats?.slotsBusy ?? 0,
+      lastRun: entry.lastRun,
+      claimedBy: entry.claimedBy,
+    };
   }
 
   async #view(task: Task, enabled: boolean, runs?: readonly RunRecord[]): Promise<TaskView> {
@@ -280,8 +326,12 @@ export class EngineAdmin {
     });
   }
 
-  /** The engine processes sharing this backend (in memory: this one). */
+  /** The engine processes sharing this backend (in memory: this one; with a shared store, its every live process). */
   processes(): Promise<ProcessView[]> {
+    const store = this.#o.store;
+    if (store.shared === true && typeof store.clusterProcesses === 'function') {
+      return answer(async () => (await store.clusterProcesses!()).map((p) => ({ ...p, claimedTasks: [...p.claimedTasks] })));
+    }
     return answer(() => [
       {
         host: this.#process.host,

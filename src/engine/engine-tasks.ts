@@ -30,6 +30,9 @@ import { isPromiseLike } from '../tasks/maybe-promise.js';
 /** What `add` answers: the task itself with a local store, a promise of it (resolved after the commit) with a shared one. */
 export type AddedTask<T extends TaskBackend> = T extends SharedTaskBackend ? Promise<Task> : Task;
 
+/** What `enable` answers: nothing with a local store, a promise (resolved after the commit) with a shared one. */
+export type EnabledTask<T extends TaskBackend> = T extends SharedTaskBackend ? Promise<void> : void;
+
 export interface EngineTasksOptions<T extends TaskBackend> {
   /** Where tasks, their runs and the run log are kept. */
   readonly store: T;
@@ -83,7 +86,12 @@ export class EngineTasks<T extends TaskBackend = MemoryTaskStore> {
     this.runLog = store.runLog;
     schedulers.set(this, this.#scheduler);
     if (store.shared === true) {
-      store.attach(this.#scheduler, { claimTtlMs: options.claimTtlMs, tickMs: options.tickMs, cancelGraceMs: options.cancelGraceMs });
+      store.attach(this.#scheduler, {
+        claimTtlMs: options.claimTtlMs,
+        tickMs: options.tickMs,
+        cancelGraceMs: options.cancelGraceMs,
+        threads: () => options.pool.threadCount,
+      });
     }
   }
 
@@ -181,19 +189,47 @@ export class EngineTasks<T extends TaskBackend = MemoryTaskStore> {
 
   /**
    * Stops the task creating runs and keeps its definition and progress (runs in flight finish); resolves once they
-   * have stopped. `TaskNotFoundError` when no such task runs here. Only a local store: a shared one rejects with
-   * `InvalidStateError`.
+   * have stopped. `TaskNotFoundError` when no such task runs here. A shared store disables it for the whole
+   * cluster (`TaskNotFoundError` when its catalogue has no such task): the process running it lets its runs in
+   * flight finish and gives it back, and no process claims it until it is enabled; resolves after the commit, and
+   * once the runs here have stopped when this process ran it. A shared store that cannot disable tasks rejects
+   * with `InvalidStateError`.
    */
   disable(taskId: string): Promise<void> {
-    if ((this.#store as TaskBackend).shared === true) return Promise.reject(new InvalidStateError('Expected a local task store to disable a task, but this one is shared'));
+    const store = this.#store as TaskBackend;
+    if (store.shared === true) {
+      if (store.disableTask === undefined) return Promise.reject(new InvalidStateError('Expected a task store that can disable a task, but this shared one cannot'));
+      return Promise.resolve()
+        .then(() => store.disableTask!(taskId))
+        .then((found) => {
+          if (!found) throw new TaskNotFoundError(taskId);
+        });
+    }
     const task = this.#scheduler.claimedTask(taskId);
     if (task === undefined) return this.#disabled.has(taskId) ? Promise.resolve() : Promise.reject(new TaskNotFoundError(taskId));
     this.#disabled.set(taskId, task);
     return this.#scheduler.releaseTask(taskId, { cancel: false });
   }
 
-  /** Schedules a disabled task again, from now on (the times it was disabled do not run). */
-  enable(taskId: string): void {
+  /**
+   * Schedules a disabled task again, from now on (the times it was disabled do not run). A shared store enables it
+   * for the whole cluster and resolves after the commit (`TaskNotFoundError` when its catalogue has no such task).
+   */
+  enable(taskId: string): EnabledTask<T> {
+    const store = this.#store as TaskBackend;
+    if (store.shared === true) {
+      if (store.enableTask === undefined) return Promise.reject(new InvalidStateError('Expected a task store that can enable a task, but this shared one cannot')) as EnabledTask<T>;
+      return Promise.resolve()
+        .then(() => store.enableTask!(taskId, this.#scheduler.now()))
+        .then((found) => {
+          if (!found) throw new TaskNotFoundError(taskId);
+        }) as EnabledTask<T>;
+    }
+    this.#enableLocally(taskId);
+    return undefined as EnabledTask<T>;
+  }
+
+  #enableLocally(taskId: string): void {
     const task = this.#disabled.get(taskId);
     if (task === undefined) {
       if (this.#scheduler.claimedTask(taskId) !== undefined) return;

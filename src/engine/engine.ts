@@ -84,6 +84,7 @@ export class Engine<B extends Backend = MemoryBackend> {
     this.admin = new EngineAdmin({
       broker: this.broker,
       tasks: this.tasks,
+      store: backend.tasks,
       scheduler: this.#taskScheduler,
       pool: this.#pool,
       logger,

@@ -3,11 +3,13 @@
  * order with cursors, filters, refused queries, a failed evaluation in detail and replayed (acked, and `done` read
  * after the replay settles with the new outcome), discard and the bulk actions, a type paused in one process and
  * seen paused by another, resumed from there, and replays racing each other from two processes (one wins, one
- * delivery). Each engine runs on a schema of its own, dropped after the file.
+ * delivery). Tasks for the whole cluster: every live process with the tasks it claims, the catalogue listed from
+ * either process, and a task disabled from one process that stops its runs everywhere until enabled from the other.
+ * Each engine runs on a schema of its own, dropped after the file.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { createEngine, type Engine as AnyEngine } from '../../src/engine/engine.js';
@@ -39,12 +41,16 @@ interface Cluster extends Array<Engine> {
   another(): Promise<Engine>;
 }
 
-async function cluster(count: number): Promise<Cluster> {
+/** The task handler of the clusters that run tasks (`tasks: true`): it answers what it was given. */
+const handlers = { value: new URL('./tasks/fixtures/value-handler.js', import.meta.url) };
+
+async function cluster(count: number, options: { readonly tasks?: boolean } = {}): Promise<Cluster> {
   const schema = schemaName('adm');
   schemas.push(schema);
+  const taskOptions = options.tasks === true ? { handlers, tickMs: 100, claimTtlMs: 3000 } : {};
   const another = async (): Promise<Engine> => {
     const backend = postgresBackend({ connectionString: databaseUrl!, schema, pollMs: 200 });
-    const engine = createEngine({ threads: 2, workers: 8, logger, schedulers, broker: noRetry, backend });
+    const engine = createEngine({ threads: 2, workers: 8, logger, schedulers, broker: noRetry, backend, ...taskOptions });
     running.push(engine);
     await engine.start();
     return engine;
@@ -228,4 +234,111 @@ test('replays of one failed evaluation racing from two processes: one wins, and 
   assert.deepEqual([...acked].sort(), ids);
   assert.deepEqual([...delivered].sort(), ids);
   assert.deepEqual((await b.admin.evaluations({ state: 'failed' })).items, []);
+});
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+/** Tasks `ids`, hourly (no run within a test), on `engine`. */
+async function hourly(engine: Engine, ids: readonly string[]): Promise<void> {
+  for (const id of ids) await engine.tasks.add({ id, every: '1h', maxConcurrency: 1, handler: 'value', payload: { n: 1 } });
+}
+
+/** The ids of the tasks `engine` claims, sorted. */
+const claimedBy = (engine: Engine, ids: readonly string[]): string[] => ids.filter((id) => engine.tasks.taskStats(id) !== undefined);
+
+test('processes lists every live process of the cluster with its threads, last renewal and claimed tasks', { skip }, async () => {
+  const [a, b] = await cluster(2, { tasks: true });
+  const ids = ['p0', 'p1', 'p2', 'p3'];
+  await hourly(a!, ids);
+  await until('two tasks claimed by each', () => claimedBy(a!, ids).length === 2 && claimedBy(b!, ids).length === 2);
+  // The thread count is each process's live one, recorded at its renewals.
+  await until('both processes renewed with their threads live', async () => (await a!.admin.processes()).every((p) => p.threads === 2));
+  const before = Date.now();
+  for (const engine of [a!, b!]) {
+    const processes = await engine.admin.processes();
+    assert.equal(processes.length, 2, 'both processes, from either');
+    assert.deepEqual(processes.map((p) => p.claimedTasks).sort(), [claimedBy(a!, ids), claimedBy(b!, ids)].sort());
+    for (const p of processes) {
+      assert.deepEqual([p.host, p.pid, p.threads], [hostname(), process.pid, 2]);
+      assert.ok(p.lastSeen > before - 3000 && p.lastSeen <= Date.now() + 1000, `lastSeen ${p.lastSeen} is a recent renewal`);
+    }
+  }
+  await b!.stop({ graceMs: 100 });
+  running.splice(running.indexOf(b!), 1);
+  await until('the stopped process gone, its tasks claimed by the other', async () => {
+    const processes = await a!.admin.processes();
+    return processes.length === 1 && processes[0]!.claimedTasks.length === 4;
+  });
+});
+
+test('tasks lists the whole catalogue from either process: schedule, claim, runs and the shared run log', { skip }, async () => {
+  const [a, b] = await cluster(2, { tasks: true });
+  const ids = ['c0', 'c1', 'c2'];
+  await hourly(a!, ids);
+  await b!.tasks.add({ id: 'fast', every: '200ms', maxConcurrency: 1, handler: 'value', payload: { n: 7 } });
+  const all = [...ids, 'fast'].sort();
+  await until('every task claimed', () => claimedBy(a!, all).length + claimedBy(b!, all).length === 4);
+  await until('a run of fast logged', async () => (await a!.admin.task('fast'))?.lastRun?.finalStatus === 'success');
+  for (const [engine, other] of [[a!, b!], [b!, a!]] as const) {
+    const views = await engine.admin.tasks();
+    assert.deepEqual(views.map((v) => v.id), all, 'the catalogue, whichever process claims each task');
+    for (const view of views) {
+      assert.equal(view.enabled, true);
+      assert.equal(view.handler, 'value');
+      assert.equal(view.maxConcurrency, 1);
+      assert.deepEqual(view.claimedBy, { host: hostname(), pid: process.pid });
+      const here = engine.tasks.taskStats(view.id) !== undefined;
+      if (here) assert.ok(view.nextDue !== undefined, 'a task claimed here has its next run');
+      else assert.equal(view.nextDue, undefined, 'not known for a task another process claims');
+      assert.ok(here || other.tasks.taskStats(view.id) !== undefined);
+    }
+    assert.deepEqual(views.find((v) => v.id === 'c0')!.schedule, { every: 3_600_000 });
+    assert.equal(views.find((v) => v.id === 'fast')!.lastRun?.taskId, 'fast', 'the last run, from the shared run log');
+    const detail = (await engine.admin.task('fast'))!;
+    assert.deepEqual(detail.payload, { n: 7 });
+    assert.ok(detail.runs.length >= 1);
+    assert.deepEqual(detail.lastRun, detail.runs[0]);
+    assert.equal(await engine.admin.task('nope'), undefined);
+  }
+});
+
+test('a task disabled from one process creates no runs anywhere and keeps its definition; enabled from the other, it runs again', { skip }, async () => {
+  const [a, b] = await cluster(2, { tasks: true });
+  await a!.tasks.add({ id: 'tick', every: '200ms', maxConcurrency: 1, handler: 'value', payload: { n: 1 } });
+  await until('tick claimed', () => a!.tasks.taskStats('tick') !== undefined || b!.tasks.taskStats('tick') !== undefined);
+  const owner = a!.tasks.taskStats('tick') !== undefined ? a! : b!;
+  const other = owner === a ? b! : a!;
+  await until('a run of tick logged', async () => (await other.admin.task('tick'))?.lastRun?.finalStatus === 'success');
+  // Disabled from the process that does not run it: the one that does gives it up, and neither claims it again.
+  await other.admin.disableTask('tick', { by: 'ops' });
+  await until('tick claimed nowhere', async () => (await owner.admin.processes()).every((p) => !p.claimedTasks.includes('tick')));
+  assert.equal(owner.tasks.taskStats('tick'), undefined);
+  const disabled = (await owner.admin.task('tick'))!;
+  assert.equal(disabled.enabled, false);
+  assert.deepEqual(disabled.payload, { n: 1 }, 'its definition kept');
+  const last = disabled.lastRun!;
+  await sleep(1000);
+  const later = (await other.admin.task('tick'))!;
+  assert.equal(later.lastRun!.runId, last.runId, 'no run while disabled');
+  assert.ok(later.runs.every((r) => r.finalStatus === 'success'), 'the runs in flight finished');
+  assert.equal(a!.tasks.taskStats('tick'), undefined);
+  assert.equal(b!.tasks.taskStats('tick'), undefined);
+  // Disabling again changes nothing; unknown ids are refused, typed.
+  await owner.admin.disableTask('tick');
+  await assert.rejects(a!.admin.disableTask('nope'), { code: 'ERR_TASK_NOT_FOUND' });
+  await assert.rejects(a!.admin.enableTask('nope'), { code: 'ERR_TASK_NOT_FOUND' });
+  await owner.admin.enableTask('tick', { by: 'ops' });
+  assert.equal((await other.admin.task('tick'))!.enabled, true);
+  await until('tick runs again', async () => {
+    const run = (await other.admin.task('tick'))?.lastRun;
+    return run !== undefined && run.runId !== last.runId && run.finalStatus === 'success';
+  });
 });

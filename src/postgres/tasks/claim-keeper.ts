@@ -51,6 +51,8 @@ export interface ClaimKeeperOptions {
   readonly leaseClock: Clock;
   /** A readable name of this process (`host/pid`); each membership adds a random suffix. */
   readonly processName: string;
+  /** Who this process is and its live thread count, recorded with its membership (the count at each round). */
+  readonly identity: { readonly host: string; readonly pid: number; readonly threads: () => number | null };
   readonly logger: Logger;
 }
 
@@ -107,6 +109,7 @@ export class ClaimKeeper {
   readonly #leaseMs: number;
   readonly #clock: Clock;
   readonly #processName: string;
+  readonly #identity: ClaimKeeperOptions['identity'];
   readonly #logger: Logger;
   #member: string | undefined;
   #joined = false;
@@ -136,6 +139,7 @@ export class ClaimKeeper {
     this.#leaseMs = timing.leaseMs;
     this.#clock = options.leaseClock;
     this.#processName = options.processName;
+    this.#identity = options.identity;
     this.#logger = options.logger;
   }
 
@@ -185,6 +189,16 @@ export class ClaimKeeper {
   drop(taskId: string): Promise<void> {
     const claim = this.#c.claims.get(taskId);
     return claim === undefined ? Promise.resolve() : this.#drop(claim);
+  }
+
+  /**
+   * `taskId` was disabled: when it is held here, it is handed over (no new runs; those in flight finish, then the
+   * claim is given back); resolves once that is done.
+   */
+  disable(taskId: string): Promise<void> {
+    const claim = this.#c.claims.get(taskId);
+    if (claim === undefined || claim.state !== ClaimState.HELD) return Promise.resolve();
+    return this.#handOverClaim(claim) ?? Promise.resolve();
   }
 
   /**
@@ -273,7 +287,7 @@ export class ClaimKeeper {
     const sentAt = this.#clock.now();
     const [row] = await this.#c.db.query<{ r: CycleAnswer }>(
       this.#c.queries.cycle,
-      [member, this.#leaseMs, held, this.#active ? MAX_CLAIMS_PER_ROUND : 0, join],
+      [member, this.#leaseMs, held, this.#active ? MAX_CLAIMS_PER_ROUND : 0, join, this.#identity.host, this.#identity.pid, this.#identity.threads()],
       'a task claim round',
     );
     if (generation !== this.#generation || this.#closed) return 0;
@@ -367,7 +381,7 @@ export class ClaimKeeper {
 
   /** The catalogue changed: claims that are no longer this process's are dropped, replaced definitions taken. */
   async #reconcile(member: string, generation: number): Promise<void> {
-    const rows = await this.#c.db.query<{ task_id: string; epoch: string; hash: string }>(
+    const rows = await this.#c.db.query<{ task_id: string; epoch: string; hash: string; disabled: boolean }>(
       this.#c.queries.claimsOf,
       [member],
       'the claims of this process',
@@ -378,7 +392,9 @@ export class ClaimKeeper {
     for (const claim of this.#c.claims.claims()) {
       const row = current.get(claim.taskId);
       if (claim.member !== member || row === undefined || Number(row.epoch) !== claim.epoch) void this.#drop(claim);
-      else if (row.hash !== claim.hash) replaced.push(claim);
+      else if (row.disabled) {
+        if (claim.state === ClaimState.HELD) void this.#handOverClaim(claim);
+      } else if (row.hash !== claim.hash) replaced.push(claim);
     }
     if (replaced.length === 0) return;
     const definitions = await this.#c.db.query<{ id: string; definition: Buffer; hash: string }>(
@@ -403,26 +419,33 @@ export class ClaimKeeper {
   #handOver(count: number): void {
     const candidates = this.#c.claims.claims().filter((claim) => claim.state === ClaimState.HELD);
     candidates.sort((a, b) => (this.#scheduler.taskStats(a.taskId)?.runs ?? 0) - (this.#scheduler.taskStats(b.taskId)?.runs ?? 0));
-    for (const claim of candidates.slice(0, count)) {
-      claim.state = ClaimState.HANDING_OVER;
-      let released: Promise<void>;
-      try {
-        released = this.#scheduler.claimedTask(claim.taskId) === undefined ? Promise.resolve() : this.#scheduler.releaseTask(claim.taskId, { cancel: false });
-      } catch (error) {
-        this.#logger.error({ err: error, taskId: claim.taskId }, 'could not hand a task over');
-        claim.state = ClaimState.HELD;
-        continue;
-      }
-      const handover = released
-        .then(() => Promise.all(this.#c.claims.runsOf(claim).map((fence) => fence.settled())))
-        .then(() => (claim.current ? this.#giveBack(claim.member, [claim]) : undefined))
-        .catch((error: unknown) => this.#logger.warn({ err: error, taskId: claim.taskId }, 'a hand-over could not give its claim back; it passes on when the lease ends'))
-        .finally(() => {
-          this.#c.claims.delete(claim);
-          this.#handovers.delete(handover);
-        });
-      this.#handovers.add(handover);
+    for (const claim of candidates.slice(0, count)) void this.#handOverClaim(claim);
+  }
+
+  /**
+   * Hands one held claim over: its task starts no new run, and once its runs here have ended (and their writes
+   * settled) the claim is given back; resolves then. Undefined when the scheduler refused to release it.
+   */
+  #handOverClaim(claim: HeldClaim): Promise<void> | undefined {
+    claim.state = ClaimState.HANDING_OVER;
+    let released: Promise<void>;
+    try {
+      released = this.#scheduler.claimedTask(claim.taskId) === undefined ? Promise.resolve() : this.#scheduler.releaseTask(claim.taskId, { cancel: false });
+    } catch (error) {
+      this.#logger.error({ err: error, taskId: claim.taskId }, 'could not hand a task over');
+      claim.state = ClaimState.HELD;
+      return undefined;
     }
+    const handover = released
+      .then(() => Promise.all(this.#c.claims.runsOf(claim).map((fence) => fence.settled())))
+      .then(() => (claim.current ? this.#giveBack(claim.member, [claim]) : undefined))
+      .catch((error: unknown) => this.#logger.warn({ err: error, taskId: claim.taskId }, 'a hand-over could not give its claim back; it passes on when the lease ends'))
+      .finally(() => {
+        this.#c.claims.delete(claim);
+        this.#handovers.delete(handover);
+      });
+    this.#handovers.add(handover);
+    return handover;
   }
 
   async #giveBack(member: string, claims: ReadonlyArray<{ readonly taskId: string; readonly epoch: number }>): Promise<void> {

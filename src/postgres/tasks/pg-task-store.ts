@@ -4,7 +4,7 @@
  * tasks this process runs, and every run's writes go through the fenced functions of the schema (`task_fence`).
  */
 import { hostname } from 'node:os';
-import type { ClaimSettings, SharedTaskBackend } from '../../backend/task-backend.js';
+import type { CatalogueTask, ClaimSettings, SharedTaskBackend, StoreProcess } from '../../backend/task-backend.js';
 import { systemClock, type Clock } from '../../clock.js';
 import { InvalidArgumentError, InvalidOptionError, InvalidStateError, InvalidTaskError } from '../../errors.js';
 import type { Logger } from '../../observability/logger.js';
@@ -15,11 +15,12 @@ import type { Database } from '../database.js';
 import type { Listener } from '../listener.js';
 import type { SchemaNames } from '../names.js';
 import { ClaimKeeper, leaseTiming, type ClaimKeeperStats } from './claim-keeper.js';
-import { encodeDefinition } from './definition.js';
+import { decodeDefinition, encodeDefinition } from './definition.js';
 import { HeldClaims } from './held-claims.js';
 import { PgDesiredState } from './pg-desired-state.js';
 import { PgRunLog } from './pg-run-log.js';
 import { taskQueries } from './queries.js';
+import { runRecord, type RunLogRow } from './run-record.js';
 import { RunWrites } from './run-writes.js';
 import type { TaskStoreContext } from './store-context.js';
 
@@ -108,6 +109,7 @@ export class PgTaskStore implements SharedTaskBackend<PgDesiredState, PgRunLog> 
       tickMs,
       leaseClock: this.#o.leaseClock ?? systemClock,
       processName: this.#o.processName ?? `${hostname()}/${process.pid}`,
+      identity: { host: hostname(), pid: process.pid, threads: settings.threads ?? (() => null) },
       logger: this.#o.logger,
     });
     this.#keeper = keeper;
@@ -161,6 +163,79 @@ export class PgTaskStore implements SharedTaskBackend<PgDesiredState, PgRunLog> 
     return row?.removed === true;
   }
 
+  /** Every live member of the schema, oldest first, with the tasks it claims. */
+  async clusterProcesses(): Promise<StoreProcess[]> {
+    await this.#opened;
+    const rows = await this.#o.db.query<{ host: string | null; pid: number | null; threads: number | null; last_seen: number | string; claimed: string[] }>(
+      this.#context.queries.members,
+      [],
+      'the processes of the task store',
+    );
+    return rows.map((row) => ({
+      host: row.host ?? '',
+      pid: row.pid ?? 0,
+      threads: row.threads ?? 0,
+      lastSeen: Math.round(Number(row.last_seen)),
+      claimedTasks: [...row.claimed],
+    }));
+  }
+
+  /** The catalogue (or the task `taskId` alone) with each task's claim, runs in flight and newest logged run. */
+  async catalogue(taskId?: string): Promise<CatalogueTask[]> {
+    if (taskId !== undefined && !isStorableKey(taskId)) return [];
+    await this.#opened;
+    const rows = await this.#o.db.query<CatalogueRow>(this.#context.queries.catalogue, [taskId ?? null], 'the task catalogue');
+    const tasks: CatalogueTask[] = [];
+    for (const row of rows) {
+      let task: Task;
+      try {
+        task = decodeDefinition(row.definition);
+      } catch (error) {
+        // A definition another version wrote that this one cannot read: not listed, as it could not run here.
+        this.#o.logger.warn({ err: error, taskId: row.id }, 'a stored task definition is not valid here; it is not listed');
+        continue;
+      }
+      tasks.push({
+        task,
+        enabled: !row.disabled,
+        claimedBy: row.member === null ? undefined : { host: row.host ?? '', pid: row.pid ?? 0 },
+        runsActive: row.active,
+        lastRun: row.run_id === null ? undefined : runRecord({ ...row, run_id: row.run_id }),
+      });
+    }
+    return tasks;
+  }
+
+  /** Disables a task everywhere (see `SharedTaskBackend`); a bad id is thrown synchronously. */
+  disableTask(taskId: string): Promise<boolean> {
+    if (typeof taskId !== 'string' || taskId.length === 0) throw new InvalidArgumentError('taskId', 'a task id', taskId);
+    if (!isStorableKey(taskId)) return Promise.resolve(false);
+    return this.#disable(taskId);
+  }
+
+  async #disable(taskId: string): Promise<boolean> {
+    await this.#opened;
+    const [row] = await this.#o.db.query<{ found: boolean }>(this.#context.queries.disable, [taskId], 'disabling a task');
+    if (row?.found !== true) return false;
+    await this.#keeper?.disable(taskId);
+    return true;
+  }
+
+  /** Enables a disabled task again from `now` on (see `SharedTaskBackend`); a bad id is thrown synchronously. */
+  enableTask(taskId: string, now: number): Promise<boolean> {
+    if (typeof taskId !== 'string' || taskId.length === 0) throw new InvalidArgumentError('taskId', 'a task id', taskId);
+    if (!isStorableKey(taskId)) return Promise.resolve(false);
+    return this.#enable(taskId, now);
+  }
+
+  async #enable(taskId: string, now: number): Promise<boolean> {
+    await this.#opened;
+    const [row] = await this.#o.db.query<{ found: boolean }>(this.#context.queries.enable, [taskId, now], 'enabling a task');
+    if (row?.found !== true) return false;
+    this.#keeper?.kick();
+    return true;
+  }
+
   /** Gives back this process's claims and leaves (after the scheduler stopped); the database stays open. */
   async close(): Promise<void> {
     if (this.#closed) return;
@@ -169,3 +244,15 @@ export class PgTaskStore implements SharedTaskBackend<PgDesiredState, PgRunLog> 
     await this.#keeper?.close();
   }
 }
+
+/** A row of the catalogue query: the task and its newest run log row (whose columns are null when it has none). */
+type CatalogueRow = Omit<RunLogRow, 'run_id'> & {
+  readonly id: string;
+  readonly definition: Buffer;
+  readonly disabled: boolean;
+  readonly member: string | null;
+  readonly host: string | null;
+  readonly pid: number | null;
+  readonly active: number;
+  readonly run_id: string | null;
+};

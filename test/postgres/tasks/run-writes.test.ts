@@ -27,7 +27,7 @@ describe('the writes about runs, batched', { skip: skipWithoutDatabase }, () => 
     for (const id of ['a', 'b', 'c']) {
       await c.admin.query(`SELECT ${c.names.S}.task_declare($1, '\\x00', $1, 0, 0, NULL)`, [id]);
     }
-    const { rows } = await c.admin.query(`SELECT ${c.names.S}.task_cycle('m', 60000, 0, 10, true) AS r`);
+    const { rows } = await c.admin.query(`SELECT ${c.names.S}.task_cycle('m', 60000, 0, 10, true, 'h', 1, 1) AS r`);
     const claimed = rows[0].r.claimed as Array<{ id: string; epoch: number }>;
     fences = new Map(claimed.map((row) => [row.id, { taskId: row.id, epoch: row.epoch, member: 'm' }]));
     assert.equal(fences.size, 3);
