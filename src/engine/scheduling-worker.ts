@@ -85,6 +85,8 @@ export interface CurrentDelivery {
   startedAt: number | undefined;
   /** The delivery's `process` span, once its first attempt started while a provider records. */
   trace?: ProcessSpan | undefined;
+  /** How it ended (set by the ack, nack, give-back, fail or remove that ended it), for its span. */
+  end?: DeliveryEnd | undefined;
   /** Writes its plans committed and had refused, for its span. */
   committed?: number;
   refused?: number;
@@ -265,10 +267,10 @@ export class SchedulingWorker implements StartObserver {
 
   /** How the current delivery ended, for its span. */
   #ending(end: DeliveryEnd, error?: unknown): void {
-    const trace = this.#current?.trace;
-    if (trace === undefined) return;
-    trace.end = end;
-    if (error !== undefined) trace.error = error;
+    const current = this.#current;
+    if (current === undefined) return;
+    current.end = end;
+    if (error !== undefined && current.trace !== undefined) current.trace.error = error;
   }
 
   /** Heartbeats the thread wrote since the deadline was last extended: true means "extend". */
@@ -546,8 +548,8 @@ export class SchedulingWorker implements StartObserver {
 
   #release(): void {
     this.#processed++;
-    const { trace, evaluation, committed, refused } = this.#current!;
-    if (trace !== undefined) this.#deps.tracing!.endProcess(trace, evaluation.id, { committed: committed ?? 0, refused: refused ?? 0 });
+    const { trace, evaluation, committed, refused, end } = this.#current!;
+    this.#deps.tracing?.released(evaluation.id, end, trace, { committed: committed ?? 0, refused: refused ?? 0 });
     this.#deps.deliveries?.released(this.#current!.token);
     this.#current = undefined;
     this.#activity = WorkerActivity.IDLE;

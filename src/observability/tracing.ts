@@ -23,6 +23,7 @@ namespace Otel {
   }
   export interface Span {
     spanContext(): SpanContext;
+    isRecording(): boolean;
     setAttributes(attributes: Attributes): unknown;
     setStatus(status: { code: number; message?: string }): unknown;
     recordException(exception: Error): void;
@@ -61,7 +62,9 @@ function loadApi(): Api | undefined {
 const api = loadApi();
 /** What the global provider delegates to while no provider is registered. */
 const NOOP_PROVIDER = api === undefined ? undefined : new api.ProxyTracerProvider().getDelegate();
-/** Enqueue span contexts kept for deliveries to come, at most this many (oldest dropped first). */
+/** W3C trace flags: the trace is sampled. */
+const SAMPLED = 1;
+/** Enqueue span contexts kept for deliveries to come, at most this many. */
 const MAX_PARENTS = 100_000;
 
 export interface TracedEvaluation {
@@ -77,7 +80,6 @@ export type DeliveryEnd = 'acked' | 'nacked' | 'given-back' | 'failed' | 'remove
 
 export interface ProcessSpan {
   readonly span: Otel.Span;
-  end: DeliveryEnd | undefined;
   error: unknown;
   attempts: number;
 }
@@ -111,8 +113,15 @@ export class EngineTracing {
    * delivery inside it.
    */
   traceEnqueue<T>(e: TracedEvaluation, enqueue: () => T): T {
-    const span = this.#tracer!.startSpan(`enqueue ${e.type}`, { kind: api!.SpanKind.PRODUCER, attributes: { ...this.#attributes(e), 'messaging.operation.type': 'send' } }, api!.context.active());
-    if (this.#parents.size >= MAX_PARENTS) this.#parents.delete(this.#parents.keys().next().value!);
+    // Attributes only for a span that records: a sampler that keeps nothing costs the start of a span, no more.
+    const span = this.#tracer!.startSpan(`enqueue ${e.type}`, { kind: api!.SpanKind.PRODUCER }, api!.context.active());
+    if (span.isRecording()) {
+      span.setAttributes(this.#attributes(e));
+      span.setAttributes({ 'messaging.operation.type': 'send' });
+    }
+    // Past the bound the oldest would go first, but a Map deleted from its front leaves holes every later walk
+    // crosses: it is emptied instead (the deliveries of those evaluations start traces of their own).
+    if (this.#parents.size >= MAX_PARENTS) this.#parents.clear();
     this.#parents.set(e.id, { context: span.spanContext(), at: Date.now() });
     try {
       return enqueue();
@@ -129,29 +138,32 @@ export class EngineTracing {
   startProcess(e: TracedEvaluation, startedAt: number): ProcessSpan | undefined {
     if (!this.enabled) return undefined;
     const parent = this.#parents.get(e.id);
+    // A delivery of an enqueue that was not sampled is not either (the parent-based sampling every SDK defaults to).
+    if (parent !== undefined && (parent.context.traceFlags & SAMPLED) === 0) return undefined;
     const context = parent === undefined ? api!.ROOT_CONTEXT : api!.trace.setSpanContext(api!.ROOT_CONTEXT, parent.context);
-    const span = this.#tracer!.startSpan(
-      `process ${e.type}`,
-      {
-        kind: api!.SpanKind.CONSUMER,
-        startTime: startedAt,
-        attributes: {
-          ...this.#attributes(e),
-          'messaging.operation.type': 'process',
-          ...(parent === undefined ? {} : { 'tickpool.queue_wait_ms': Math.max(0, startedAt - parent.at) }),
-        },
-      },
-      context,
-    );
-    return { span, end: undefined, error: undefined, attempts: 1 };
+    const span = this.#tracer!.startSpan(`process ${e.type}`, { kind: api!.SpanKind.CONSUMER, startTime: startedAt }, context);
+    if (span.isRecording()) {
+      span.setAttributes(this.#attributes(e));
+      span.setAttributes({ 'messaging.operation.type': 'process' });
+      if (parent !== undefined) span.setAttributes({ 'tickpool.queue_wait_ms': Math.max(0, startedAt - parent.at) });
+    }
+    return { span, error: undefined, attempts: 1 };
   }
 
-  /** Ends a delivery's span with how the delivery ended. An ack or a failure forgets the enqueue span. */
-  endProcess(p: ProcessSpan, evaluationId: string, writes: { committed: number; refused: number }): void {
-    const end = p.end ?? 'acked';
+  /**
+   * A delivery ended (`end`, or an ack when nothing said otherwise): its span, if it has one, ends with how; an ack,
+   * a failure or a removal forgets the enqueue span (a nack or a give-back keeps it for the redelivery).
+   */
+  released(evaluationId: string, end: DeliveryEnd | undefined, p: ProcessSpan | undefined, writes: { committed: number; refused: number }): void {
+    const final = end === undefined || end === 'acked' || end === 'failed' || end === 'removed';
+    if (final && this.#parents.size !== 0) this.#parents.delete(evaluationId);
+    if (p !== undefined) this.#endProcess(p, end ?? 'acked', writes);
+  }
+
+  #endProcess(p: ProcessSpan, end: DeliveryEnd, writes: { committed: number; refused: number }): void {
+    if (!p.span.isRecording()) return p.span.end();
     p.span.setAttributes({ 'tickpool.outcome': end, 'tickpool.attempts': p.attempts, 'tickpool.writes_committed': writes.committed, 'tickpool.writes_refused': writes.refused });
     if (p.error !== undefined && end !== 'given-back') fail(p.span, p.error);
-    if (end === 'acked' || end === 'failed' || end === 'removed') this.#parents.delete(evaluationId);
     p.span.end();
   }
 
