@@ -9,6 +9,7 @@ import { test } from 'node:test';
 import { ManualClock } from '../../src/clock.js';
 import { Gate, newGate, set, waitFor } from '../fixtures/gates.js';
 import { acks, evaluation, failures, fixture, started, turns } from '../reliability/helpers.js';
+import { idsByPage } from './pages.js';
 
 const schedulers = { work: fixture('noop'), other: fixture('noop'), flaky: fixture('faulty'), block: fixture('gated') };
 const noRetry = { deliveryLimit: 1, initialNackDelayMs: 0, subsequentNackDelayMs: 0 };
@@ -17,16 +18,7 @@ test('evaluations of one state come a page at a time, newest or oldest first, fi
   const engine = await started({ schedulers, broker: noRetry });
   await engine.admin.pauseType('work');
   for (let i = 0; i < 7; i++) engine.enqueue(evaluation(`w${i}`, 'work', undefined, { jobId: i % 2 === 0 ? 'even' : `odd${i}` }));
-  const ids = async (query: Parameters<typeof engine.admin.evaluations>[0]): Promise<string[][]> => {
-    const pages: string[][] = [];
-    let cursor: string | undefined;
-    do {
-      const page = await engine.admin.evaluations({ ...query, ...(cursor === undefined ? {} : { cursor }) });
-      pages.push(page.items.map((e) => e.id));
-      cursor = page.nextCursor;
-    } while (cursor !== undefined);
-    return pages;
-  };
+  const ids = (query: Parameters<typeof idsByPage>[1]): Promise<string[][]> => idsByPage(engine.admin, query);
   // One per job is ready; the other evaluations of job `even` wait behind it as pending.
   assert.deepEqual(await ids({ state: 'ready', limit: 2 }), [['w5', 'w3'], ['w1', 'w0']]);
   assert.deepEqual(await ids({ state: 'ready', order: 'oldest', limit: 3 }), [['w0', 'w1', 'w3'], ['w5']]);

@@ -17,6 +17,7 @@ import type { PostgresBackend } from '../../src/postgres/backend.js';
 import { postgresBackend } from '../../src/postgres/index.js';
 import { acks, evaluation, failures, fixture, logger } from '../reliability/helpers.js';
 import { adminPool, databaseUrl, dropSchema, schemaName, skipWithoutDatabase } from './helpers.js';
+import { idsByPage } from '../admin/pages.js';
 
 type Engine = AnyEngine<PostgresBackend>;
 
@@ -78,16 +79,7 @@ test('evaluations of one state come a page at a time, newest or oldest first, fi
   await engine!.admin.pauseType('work');
   const handles = Array.from({ length: 7 }, (_, i) => engine!.enqueue(evaluation(`w${i}`, 'work', undefined, { jobId: i % 2 === 0 ? 'even' : `odd${i}` })));
   await Promise.all(handles.map((h) => h.accepted));
-  const ids = async (query: Parameters<Engine['admin']['evaluations']>[0]): Promise<string[][]> => {
-    const pages: string[][] = [];
-    let cursor: string | undefined;
-    do {
-      const page = await engine!.admin.evaluations({ ...query, ...(cursor === undefined ? {} : { cursor }) });
-      pages.push(page.items.map((e) => e.id));
-      cursor = page.nextCursor;
-    } while (cursor !== undefined);
-    return pages;
-  };
+  const ids = (query: Parameters<typeof idsByPage>[1]): Promise<string[][]> => idsByPage(engine!.admin, query);
   assert.deepEqual(await ids({ state: 'ready', limit: 2 }), [['w5', 'w3'], ['w1', 'w0']]);
   assert.deepEqual(await ids({ state: 'ready', order: 'oldest', limit: 3 }), [['w0', 'w1', 'w3'], ['w5']]);
   assert.deepEqual(await ids({ state: 'pending', order: 'oldest' }), [['w2', 'w4', 'w6']]);
