@@ -9,6 +9,7 @@
  * Access rules are `access.ts`'s.
  */
 import { readFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type { Backend } from '../backend/backend.js';
@@ -221,7 +222,7 @@ export function createDashboard(engine: Engine<Backend>, options?: DashboardOpti
     const api = parts.slice(1);
     const who = await accessOf(req, access);
     if (api[0] === 'session' && api.length === 1 && req.method === 'GET') {
-      send(res, 200, 'application/json', json({ writable: who.writable, by: who.by, title }));
+      send(res, 200, 'application/json', json({ writable: who.writable, by: who.by, title, process: { host: hostname(), pid: process.pid } }));
       return;
     }
     if (req.method === 'GET') {

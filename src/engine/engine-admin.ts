@@ -288,6 +288,8 @@ export class EngineAdmin {
       runsActive: stats?.runs ?? 0,
       slotsBusy: stats?.slotsBusy ?? 0,
       lastRun: log[0],
+      // A local store's tasks are this process's: claimed here while enabled.
+      ...(enabled ? { claimedBy: this.#process } : {}),
     };
   }
 

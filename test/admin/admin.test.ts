@@ -5,6 +5,7 @@
  * Concurrency is driven by gates and events; task time by a manual clock.
  */
 import assert from 'node:assert/strict';
+import { hostname } from 'node:os';
 import { test } from 'node:test';
 import { ManualClock } from '../../src/clock.js';
 import { Gate, newGate, set, waitFor } from '../fixtures/gates.js';
@@ -144,6 +145,7 @@ test('tasks are listed with their next run and run log; a forced run is logged; 
   const [view] = await engine.admin.tasks();
   assert.deepEqual({ ...view, lastRun: undefined }, {
     id: 'hourly', schedule: { every: HOUR }, handler: 'h', maxConcurrency: 2, enabled: true, nextDue: 11 * HOUR, runsActive: 0, slotsBusy: 0, lastRun: undefined,
+    claimedBy: { host: hostname(), pid: process.pid },
   });
   const finished = new Promise<string>((resolve) => engine.tasks.events.on('task:run:finish', ({ runId }) => resolve(runId)));
   const { runId } = await engine.admin.forceRun('hourly', { by: 'ops' });

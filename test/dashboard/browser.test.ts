@@ -91,7 +91,9 @@ test('without a token the page is read-only, and a change from another origin is
   const { port } = local.address() as AddressInfo;
   try {
     const base = `http://127.0.0.1:${port}`;
-    assert.deepEqual(await (await fetch(`${base}/api/session`)).json(), { writable: false, by: 'dashboard', title: 'tickpool' });
+    const session = (await (await fetch(`${base}/api/session`)).json()) as Record<string, unknown>;
+    assert.deepEqual({ ...session, process: undefined }, { writable: false, by: 'dashboard', title: 'tickpool', process: undefined });
+    assert.equal((session['process'] as { pid: number }).pid, process.pid);
     const anonymous = await fetch(`${base}/api/types/work/pause`, { method: 'POST', headers: { Origin: base } });
     assert.equal(anonymous.status, 403);
     const crossSite = await fetch(`${base}/api/types/work/pause`, { method: 'POST', headers: { Origin: 'https://evil.example', Authorization: `Bearer ${TOKEN}` } });

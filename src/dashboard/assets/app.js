@@ -192,11 +192,19 @@
     for (const t of tasks) {
       const schedule = t.schedule.cron ? `cron ${t.schedule.cron}` : `every ${t.schedule.every} ms`;
       const actions = el('span');
+      // A run is forced by the process that claims the task: elsewhere the button says who does.
+      const claimedElsewhere = t.claimedBy && view.self && (t.claimedBy.host !== view.self.host || t.claimedBy.pid !== view.self.pid);
+      const run = button('run now', `run-${t.id}`, () => api(`tasks/${enc(t.id)}/run`, 'POST'));
+      if (claimedElsewhere) {
+        run.disabled = true;
+        run.title = `claimed by ${t.claimedBy.host}/${t.claimedBy.pid}: force its run there`;
+      }
       actions.append(
-        button('run now', `run-${t.id}`, () => api(`tasks/${enc(t.id)}/run`, 'POST')),
+        run,
         t.enabled ? button('disable', `disable-${t.id}`, () => api(`tasks/${enc(t.id)}/disable`, 'POST')) : button('enable', `enable-${t.id}`, () => api(`tasks/${enc(t.id)}/enable`, 'POST')),
       );
-      const tr = row([t.id, schedule, time(t.nextDue), t.lastRun ? `${t.lastRun.finalStatus ?? t.lastRun.status} ${time(t.lastRun.scheduledFor)}` : '', `${t.slotsBusy} / ${t.maxConcurrency}`, t.enabled ? 'yes' : 'no', actions], { 'data-test': `task-${t.id}`, class: 'clickable' });
+      const owner = t.claimedBy ? `${t.claimedBy.host}/${t.claimedBy.pid}` : t.enabled ? '' : '—';
+      const tr = row([t.id, schedule, owner, time(t.nextDue), t.lastRun ? `${t.lastRun.finalStatus ?? t.lastRun.status} ${time(t.lastRun.scheduledFor)}` : '', `${t.slotsBusy} / ${t.maxConcurrency}`, t.enabled ? 'yes' : 'no', actions], { 'data-test': `task-${t.id}`, class: 'clickable' });
       tr.addEventListener('click', () => {
         view.task = t.id;
         refreshTaskDetail();
@@ -243,6 +251,7 @@
   async function start() {
     const session = await api('session');
     view.writable = session.writable;
+    view.self = session.process;
     $('session').textContent = session.writable ? `can change things (as ${session.by})` : 'read-only';
     $('session').className = session.writable ? 'writable' : '';
     renderStates();
