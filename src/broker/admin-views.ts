@@ -4,6 +4,7 @@
  * stops as soon as it has its page for `oldest`, or at the cursor for `newest`: no sort, no copy of the map, and at
  * most `limit + 1` summaries held at once.
  */
+import { hostname } from 'node:os';
 import { InvalidArgumentError } from '../errors.js';
 import {
   ADMIN_EVALUATION_STATES,
@@ -18,6 +19,9 @@ import { EntryState, type Entry } from './broker-entry.js';
 
 /** Deliveries an entry keeps in its history (the most recent ones). */
 export const HISTORY_LIMIT = 32;
+
+/** Where this process's broker runs its deliveries, as the admin API names a process. */
+export const THIS_PROCESS = `${hostname()}/${process.pid}`;
 
 export interface CheckedQuery {
   readonly state: AdminEvaluationState;
@@ -146,6 +150,10 @@ export function detailOf(entry: Entry): EvaluationDetail | undefined {
     payload: entry.evaluation.payload,
     lastError: errorView(entry.lastReason),
     failure: errorView(entry.failure),
-    history: (entry.history ?? []).map((d) => ({ ...d })),
+    // The ended deliveries, and the one in flight (`dequeuedAt` is its start).
+    history: [
+      ...(entry.history ?? []),
+      ...(state === 'unacked' ? [{ startedAt: entry.dequeuedAt, endedAt: undefined, end: undefined, error: undefined, process: THIS_PROCESS }] : []),
+    ],
   };
 }

@@ -1,4 +1,4 @@
-import type { DeliveryRecord, ErrorView } from './admin-types.js';
+import type { DeliveryRecord } from './admin-types.js';
 import type { QueueLatencies } from './broker-metrics.js';
 import type { DeadlineNode } from './deadline-queue.js';
 import { DEFAULT_NAMESPACE, FAILED_QUEUE, type Evaluation } from './evaluation.js';
@@ -29,15 +29,6 @@ export const EntryState = {
   Gone: 6,
 } as const;
 export type EntryStateValue = (typeof EntryState)[keyof typeof EntryState];
-
-/** A delivery as the broker records it: its end is filled in when it ends. */
-export interface RecordedDelivery {
-  readonly startedAt: number;
-  endedAt: number | undefined;
-  end: DeliveryRecord['end'];
-  error: ErrorView | undefined;
-  readonly process: string;
-}
 
 /** The broker's record of one evaluation, its outcome included (`OutcomeRecord`). */
 export class Entry extends OutcomeRecord implements HeapNode, DeadlineNode {
@@ -79,8 +70,11 @@ export class Entry extends OutcomeRecord implements HeapNode, DeadlineNode {
   lastReason: Error | undefined = undefined;
   /** Why it is in `_failed`. */
   failure: Error | undefined = undefined;
-  /** Its most recent deliveries (at most `HISTORY_LIMIT`), made at its first. */
-  history: RecordedDelivery[] | undefined = undefined;
+  /**
+   * Its most recent ended deliveries that were not acks (at most `HISTORY_LIMIT`), made at the first: an acked
+   * evaluation leaves the broker, so the ack path writes nothing here.
+   */
+  history: DeliveryRecord[] | undefined = undefined;
 
   constructor(evaluation: Evaluation, seq: number) {
     super(evaluation.id);

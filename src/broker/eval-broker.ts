@@ -27,9 +27,8 @@ import {
   assertWait,
   maxRefusal,
 } from './arguments.js';
-import { hostname } from 'node:os';
 import { errorView, type BrokerAdmin, type DeliveryRecord, type EvaluationDetail, type EvaluationPage, type EvaluationQuery, type QueueDepths } from './admin-types.js';
-import { checkQuery, detailOf, HISTORY_LIMIT, pageOf, parseMemoryCursor } from './admin-views.js';
+import { checkQuery, detailOf, HISTORY_LIMIT, pageOf, parseMemoryCursor, THIS_PROCESS } from './admin-views.js';
 import { Entry, EntryState, JobSlot, pendingBefore, ReadyQueue } from './broker-entry.js';
 import type { BrokerEvents } from './broker-events.js';
 import { brokerMetricsHub, type BrokerGaugeSnapshot, type BrokerMetricsHub } from './broker-metrics.js';
@@ -85,9 +84,6 @@ function stateOf(entry: Entry): EvaluationState {
       return 'cancelable';
   }
 }
-
-/** Where this broker's deliveries run, as the admin API names a process. */
-const THIS_PROCESS = `${hostname()}/${process.pid}`;
 
 /** Empty job slots a broker may keep before it sweeps them (see `#vacate`): a few dozen KB when idle. */
 const SWEEP_FLOOR = 1024;
@@ -868,9 +864,6 @@ export class EvalBroker implements BrokerBackend, BrokerAdmin {
     entry.nackPaused = false;
     entry.dequeuedAt = now;
     entry.token = this.#tokenPrefix + (++this.#tokenCounter).toString(36);
-    const history = (entry.history ??= []);
-    if (history.length === HISTORY_LIMIT) history.shift();
-    history.push({ startedAt: now, endedAt: undefined, end: undefined, error: undefined, process: THIS_PROCESS });
     return entry;
   }
 
@@ -908,12 +901,10 @@ export class EvalBroker implements BrokerBackend, BrokerAdmin {
 
   /** Bookkeeping shared by ack, nack, fail and timeout: the delivery is over, and its record says how. */
   #endDelivery(entry: Entry, now: number, end: DeliveryRecord['end'], reason?: Error): void {
-    const history = entry.history;
-    const last = history?.[history.length - 1];
-    if (last !== undefined && last.endedAt === undefined) {
-      last.endedAt = now;
-      last.end = end;
-      last.error = errorView(reason);
+    if (end !== 'acked') {
+      const history = (entry.history ??= []);
+      if (history.length === HISTORY_LIMIT) history.shift();
+      history.push({ startedAt: entry.dequeuedAt, endedAt: now, end, error: errorView(reason), process: THIS_PROCESS });
     }
     this.#deadlines.cancel(entry);
     const queue = entry.queue!;
