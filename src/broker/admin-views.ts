@@ -74,6 +74,11 @@ export function checkQuery(query: unknown, parseCursor: (cursor: string) => numb
   };
 }
 
+/** A `depths` cap: `InvalidArgumentError` unless an integer >= 1. */
+export function checkCap(cap: unknown): asserts cap is number {
+  if (typeof cap !== 'number' || !Number.isSafeInteger(cap) || cap < 1) throw new InvalidArgumentError('cap', 'an integer >= 1', cap);
+}
+
 /** Where an entry is, as the admin API names it; undefined for one whose outcome is settled (cancelable). */
 export function adminStateOf(entry: Entry): AdminEvaluationState | undefined {
   switch (entry.state) {

@@ -28,7 +28,7 @@ import {
   maxRefusal,
 } from './arguments.js';
 import { errorView, type BrokerAdmin, type DeliveryRecord, type EvaluationDetail, type EvaluationPage, type EvaluationQuery, type QueueDepths } from './admin-types.js';
-import { checkQuery, detailOf, HISTORY_LIMIT, pageOf, parseMemoryCursor, THIS_PROCESS } from './admin-views.js';
+import { adminStateOf, checkCap, checkQuery, detailOf, HISTORY_LIMIT, pageOf, parseMemoryCursor, THIS_PROCESS } from './admin-views.js';
 import { Entry, EntryState, JobSlot, pendingBefore, ReadyQueue } from './broker-entry.js';
 import type { BrokerEvents } from './broker-events.js';
 import { brokerMetricsHub, type BrokerGaugeSnapshot, type BrokerMetricsHub } from './broker-metrics.js';
@@ -69,20 +69,10 @@ function withCause<E extends Error>(error: E, cause: unknown): E {
   return error;
 }
 
-/** Where an entry the broker holds is, as `inspect` reports it. */
+/** Where an entry the broker holds is, as `inspect` reports it (the admin API's name for it, in `inspect`'s words). */
 function stateOf(entry: Entry): EvaluationState {
-  switch (entry.state) {
-    case EntryState.Ready:
-      return entry.queue?.failed === true ? 'failed' : 'ready';
-    case EntryState.Pending:
-      return 'pending';
-    case EntryState.Unacked:
-      return 'unacked';
-    case EntryState.Waiting:
-      return 'waiting';
-    default:
-      return 'cancelable';
-  }
+  const state = adminStateOf(entry);
+  return state === undefined ? 'cancelable' : state === 'delayed' ? 'waiting' : state;
 }
 
 /** Empty job slots a broker may keep before it sweeps them (see `#vacate`): a few dozen KB when idle. */
@@ -611,7 +601,7 @@ export class EvalBroker implements BrokerBackend, BrokerAdmin {
 
   /** Exact counts, at most `cap` each (the broker keeps them: no walk). */
   depths(cap: number): QueueDepths {
-    if (!Number.isSafeInteger(cap) || cap < 1) throw new InvalidArgumentError('cap', 'an integer >= 1', cap);
+    checkCap(cap);
     const at = (n: number): number => Math.min(n, cap);
     const byType: Record<string, { ready: number; unacked: number }> = {};
     for (const queue of this.#queues.values()) {

@@ -595,11 +595,19 @@ export class SchedulingWorker implements StartObserver {
 
   #nack(evaluation: Evaluation, token: string, reason: Error): PromiseLike<void> | undefined {
     this.#ending('nacked', reason);
+    return this.#handBack('nack', evaluation, () => this.#deps.broker.nack(evaluation.id, token, reason));
+  }
+
+  /**
+   * A nack or a give-back, told to the broker: a refusal is logged and counted, and one made while the engine stops
+   * counts as given back once the broker took it.
+   */
+  #handBack(operation: 'nack' | 'give-back', evaluation: Evaluation, call: () => void | PromiseLike<void>): PromiseLike<void> | undefined {
     let answer;
     try {
-      answer = this.#deps.broker.nack(evaluation.id, token, reason);
+      answer = call();
     } catch (error) {
-      this.#refused('nack', evaluation, error);
+      this.#refused(operation, evaluation, error);
       return undefined;
     }
     const stopping = this.#shuttingDown;
@@ -611,7 +619,7 @@ export class SchedulingWorker implements StartObserver {
       () => {
         if (stopping) this.#givenBack++;
       },
-      (error: unknown) => this.#refused('nack', evaluation, error),
+      (error: unknown) => this.#refused(operation, evaluation, error),
     );
   }
 
@@ -621,24 +629,7 @@ export class SchedulingWorker implements StartObserver {
    */
   #giveBack(evaluation: Evaluation, token: string, reason: Error): PromiseLike<void> | undefined {
     this.#ending('given-back', reason);
-    let answer;
-    try {
-      answer = this.#deps.broker.giveBack(evaluation.id, token, reason);
-    } catch (error) {
-      this.#refused('give-back', evaluation, error);
-      return undefined;
-    }
-    const stopping = this.#shuttingDown;
-    if (!isPromiseLike(answer)) {
-      if (stopping) this.#givenBack++;
-      return undefined;
-    }
-    return answer.then(
-      () => {
-        if (stopping) this.#givenBack++;
-      },
-      (error: unknown) => this.#refused('give-back', evaluation, error),
-    );
+    return this.#handBack('give-back', evaluation, () => this.#deps.broker.giveBack(evaluation.id, token, reason));
   }
 
   /** A method, not a field read: `abortCurrent` sets the flag while the delivery is out (on a thread, in the plan queue). */

@@ -16,7 +16,7 @@ import {
   type EvaluationQuery,
   type QueueDepths,
 } from '../../broker/admin-types.js';
-import { checkQuery } from '../../broker/admin-views.js';
+import { checkCap, checkQuery } from '../../broker/admin-views.js';
 import { assertId } from '../../broker/arguments.js';
 import type { Evaluation } from '../../broker/evaluation.js';
 import { BrokerDisabledError, InvalidArgumentError } from '../../errors.js';
@@ -110,7 +110,7 @@ export class PgAdmin {
 
   /** Counts by state and type, each state's scan stopped at `cap` rows. */
   async depths(cap: number): Promise<QueueDepths> {
-    if (!Number.isSafeInteger(cap) || cap < 1) throw new InvalidArgumentError('cap', 'an integer >= 1', cap);
+    checkCap(cap);
     const rows = await this.#parts.db.query<{ state: AdminEvaluationState; queue: string; n: number }>(this.#parts.queries.depths, [cap], 'queue depths');
     const totals: Record<AdminEvaluationState, number> = { ready: 0, unacked: 0, pending: 0, delayed: 0, failed: 0 };
     const byType: Record<string, { ready: number; unacked: number }> = {};
